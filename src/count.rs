@@ -1,0 +1,466 @@
+//! `Counter`: cached counting of texts, batches and chat messages over any backend.
+//!
+//! Message counting follows OpenAI's published chat-format accounting (the "How to count
+//! tokens" cookbook): every message costs `tokens_per_message` plus the tokens of its role,
+//! content and name (`+ tokens_per_name`); the reply is primed with `reply_priming` tokens.
+//! windowfit extends it to parts the cookbook leaves out — tool calls (`tokens_per_tool_call`
+//! + name + arguments), tool_call_id, images by OpenAI's tile formula — and keeps it
+//! additive: `count_messages(ms) == sum(count_message(m)) + reply_priming`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
+
+use crate::cache::{text_key, CacheInfo, CountCache};
+use crate::tokenize::Backend;
+
+/// Per-model chat-format overheads (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageFormat {
+    pub tokens_per_message: u32,
+    pub tokens_per_name: u32,
+    pub tokens_per_tool_call: u32,
+    pub reply_priming: u32,
+}
+
+impl Default for MessageFormat {
+    fn default() -> Self {
+        Self { tokens_per_message: 3, tokens_per_name: 1, tokens_per_tool_call: 3, reply_priming: 3 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageDetail {
+    Low,
+    High,
+    Auto,
+}
+
+/// Tokens of an image whose size is unknown: OpenAI's cost of a 1024x1024 image at high
+/// detail (4 tiles): 85 + 4 * 170.
+pub const IMAGE_UNKNOWN_SIZE_TOKENS: u32 = 765;
+/// Audio and file parts have no published per-part formula; this constant is charged.
+pub const OPAQUE_PART_TOKENS: u32 = 1000;
+
+/// OpenAI's image cost: low detail is 85 tokens; otherwise the image is scaled to fit in
+/// 2048x2048, then its shortest side to 768, and each 512px tile costs 170 plus 85 base.
+pub fn image_tokens(detail: ImageDetail, width: Option<u32>, height: Option<u32>) -> u32 {
+    if detail == ImageDetail::Low {
+        return 85;
+    }
+    let (Some(w), Some(h)) = (width, height) else {
+        return IMAGE_UNKNOWN_SIZE_TOKENS;
+    };
+    if w == 0 || h == 0 {
+        return 85;
+    }
+    let (mut w, mut h) = (w as f64, h as f64);
+    if w > 2048.0 || h > 2048.0 {
+        let s = 2048.0 / w.max(h);
+        w *= s;
+        h *= s;
+    }
+    if w.min(h) > 768.0 {
+        let s = 768.0 / w.min(h);
+        w *= s;
+        h *= s;
+    }
+    let tiles = (w / 512.0).ceil() as u32 * (h / 512.0).ceil() as u32;
+    85 + 170 * tiles
+}
+
+/// One content part, as counted.
+#[derive(Clone, Debug)]
+pub enum Part<S> {
+    Text(S),
+    Image { detail: ImageDetail, width: Option<u32>, height: Option<u32> },
+    /// Audio, files: a documented constant.
+    Opaque,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolCall<S> {
+    pub id: S,
+    pub name: S,
+    /// The arguments as JSON text (Anthropic `input` objects are serialized by the caller).
+    pub arguments: S,
+}
+
+/// A chat message reduced to what counting and pairing need. `S` is `String` in Rust tests
+/// and a borrowed Python string in the bindings.
+#[derive(Clone, Debug)]
+pub struct Message<S> {
+    pub role: S,
+    pub name: Option<S>,
+    pub parts: Vec<Part<S>>,
+    /// OpenAI `tool_calls`, or Anthropic `tool_use` blocks.
+    pub tool_calls: Vec<ToolCall<S>>,
+    /// OpenAI `tool_call_id`, or the `tool_use_id`s of Anthropic `tool_result` blocks.
+    pub result_ids: Vec<S>,
+}
+
+impl<S: AsRef<str>> Message<S> {
+    /// Bytes of text in the message (to decide whether counting it is worth a thread).
+    fn text_len(&self) -> usize {
+        let parts: usize = self.parts.iter().map(|p| if let Part::Text(t) = p { t.as_ref().len() } else { 0 }).sum();
+        let calls: usize = self.tool_calls.iter().map(|c| c.arguments.as_ref().len()).sum();
+        parts + calls
+    }
+
+    /// True when the message says something besides its tool calls.
+    pub fn has_content(&self) -> bool {
+        self.parts.iter().any(|p| match p {
+            Part::Text(t) => !t.as_ref().is_empty(),
+            _ => true,
+        })
+    }
+
+    /// The cache key of this message (see `KeyBuilder`).
+    pub fn key(&self, format: &MessageFormat, skip_calls: &[&str]) -> u128 {
+        let mut k = KeyBuilder::new(format);
+        k.role(self.role.as_ref());
+        if let Some(name) = &self.name {
+            k.name(name.as_ref());
+        }
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => k.text(t.as_ref()),
+                Part::Image { detail, width, height } => k.image(*detail, *width, *height),
+                Part::Opaque => k.opaque(),
+            }
+        }
+        for call in &self.tool_calls {
+            if !skip_calls.contains(&call.id.as_ref()) {
+                k.call(call.name.as_ref(), call.arguments.as_ref());
+            }
+        }
+        for id in &self.result_ids {
+            k.result_id(id.as_ref());
+        }
+        k.finish()
+    }
+}
+
+/// Builds a message's content key from its counted fields, in message order: role, name,
+/// content parts, tool calls, result ids. Each field is hashed one-shot (fast for long
+/// texts, no streaming copies) and the tagged digests are hashed together, so different
+/// messages can't serialize alike. The bindings feed it straight from Python strings to
+/// look up warm messages without building a `Message`.
+pub struct KeyBuilder {
+    buf: Vec<u8>,
+}
+
+impl KeyBuilder {
+    pub fn new(format: &MessageFormat) -> Self {
+        let mut buf = Vec::with_capacity(128);
+        buf.extend_from_slice(&format.tokens_per_message.to_le_bytes());
+        buf.extend_from_slice(&format.tokens_per_name.to_le_bytes());
+        buf.extend_from_slice(&format.tokens_per_tool_call.to_le_bytes());
+        Self { buf }
+    }
+
+    #[inline]
+    fn field(&mut self, tag: u8, s: &str) {
+        self.buf.push(tag);
+        self.buf.extend_from_slice(&xxh3_128(s.as_bytes()).to_le_bytes());
+    }
+
+    pub fn role(&mut self, s: &str) {
+        self.field(b'r', s)
+    }
+    pub fn name(&mut self, s: &str) {
+        self.field(b'n', s)
+    }
+    pub fn text(&mut self, s: &str) {
+        self.field(b't', s)
+    }
+    pub fn image(&mut self, detail: ImageDetail, width: Option<u32>, height: Option<u32>) {
+        self.buf.extend_from_slice(&[b'i', detail as u8]);
+        self.buf.extend_from_slice(&width.unwrap_or(u32::MAX).to_le_bytes());
+        self.buf.extend_from_slice(&height.unwrap_or(u32::MAX).to_le_bytes());
+    }
+    pub fn opaque(&mut self) {
+        self.buf.push(b'o')
+    }
+    pub fn call(&mut self, name: &str, arguments: &str) {
+        self.field(b'c', name);
+        self.field(b'a', arguments);
+    }
+    pub fn result_id(&mut self, s: &str) {
+        self.field(b'x', s)
+    }
+    pub fn finish(self) -> u128 {
+        xxh3_128_with_seed(&self.buf, 0x6d73_6773)
+    }
+}
+
+pub struct Counter {
+    backend: Arc<dyn Backend>,
+    cache: Arc<CountCache>,
+    format: MessageFormat,
+    /// Multiplier applied to estimates (learned from providers' reported usage), as f64 bits.
+    calibration: AtomicU64,
+}
+
+/// Batches smaller than this are counted on the calling thread: spreading them over the
+/// pool costs more than it saves.
+const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+impl Counter {
+    pub fn new(backend: Arc<dyn Backend>, cache: Arc<CountCache>, format: MessageFormat) -> Self {
+        Self { backend, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    pub fn format(&self) -> MessageFormat {
+        self.format
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.backend.is_exact()
+    }
+
+    pub fn cache_info(&self) -> CacheInfo {
+        self.cache.info()
+    }
+
+    /// The cached (calibrated) count of the message with content key `key`, if any.
+    pub fn cached_message(&self, key: u128) -> Option<usize> {
+        self.cache.get(key).map(|n| self.scaled(n))
+    }
+
+    /// Count the messages not found by `cached_message` and cache them under their keys;
+    /// spread over all cores when there is enough new text.
+    pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
+        let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
+        let raw: Vec<usize> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
+            msgs.par_iter().map(|(_, m)| self.compute_message(m, &[])).collect()
+        } else {
+            msgs.iter().map(|(_, m)| self.compute_message(m, &[])).collect()
+        };
+        for ((key, _), n) in msgs.iter().zip(&raw) {
+            self.cache.insert(*key, *n);
+        }
+        raw.into_iter().map(|n| self.scaled(n)).collect()
+    }
+
+    pub fn clear_cache(&self) {
+        self.cache.clear()
+    }
+
+    pub fn calibration(&self) -> f64 {
+        f64::from_bits(self.calibration.load(Ordering::Relaxed))
+    }
+
+    /// Learn from one observation that the real count was `actual` where the estimate said
+    /// `estimated`: an exponential moving average of the ratio (weight 0.3 for the newest),
+    /// clamped to [0.25, 4] so one odd response can't wreck the budget. Exact counters ignore it.
+    pub fn calibrate(&self, estimated: u64, actual: u64) {
+        if self.is_exact() || estimated == 0 || actual == 0 {
+            return;
+        }
+        let ratio = actual as f64 / estimated as f64;
+        let _ = self.calibration.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            let old = f64::from_bits(bits);
+            // The stored factor already scaled `estimated`; learn the unscaled ratio.
+            let new = (0.7 * old + 0.3 * ratio * old).clamp(0.25, 4.0);
+            Some(new.to_bits())
+        });
+    }
+
+    pub fn set_calibration(&self, factor: f64) {
+        if factor.is_finite() && factor > 0.0 {
+            self.calibration.store(factor.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn scaled(&self, raw: usize) -> usize {
+        if self.backend.is_exact() {
+            return raw;
+        }
+        let f = self.calibration();
+        if f == 1.0 {
+            raw
+        } else {
+            (raw as f64 * f).ceil() as usize
+        }
+    }
+
+    #[inline]
+    fn raw_count(&self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        self.cache.get_or_insert_with(text_key(text), || self.backend.count(text))
+    }
+
+    /// Tokens of `text`, cached by content.
+    pub fn count(&self, text: &str) -> usize {
+        self.scaled(self.raw_count(text))
+    }
+
+    /// Tokens of each text; large batches are spread over all cores.
+    pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
+            texts.par_iter().map(|t| self.count(t.as_ref())).collect()
+        } else {
+            texts.iter().map(|t| self.count(t.as_ref())).collect()
+        }
+    }
+
+    /// Tokens of one message (without the reply priming), cached by the message's content.
+    pub fn count_message<S: AsRef<str>>(&self, m: &Message<S>) -> usize {
+        self.count_message_without(m, &[])
+    }
+
+    /// Tokens of `m` with the tool calls whose ids are in `skip_calls` removed.
+    pub fn count_message_without<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
+        let raw = self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
+        self.scaled(raw)
+    }
+
+    fn compute_message<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
+        let f = &self.format;
+        let mut n = f.tokens_per_message as usize + self.raw_count(m.role.as_ref());
+        if let Some(name) = &m.name {
+            n += self.raw_count(name.as_ref()) + f.tokens_per_name as usize;
+        }
+        for part in &m.parts {
+            n += match part {
+                Part::Text(t) => self.raw_count(t.as_ref()),
+                Part::Image { detail, width, height } => image_tokens(*detail, *width, *height) as usize,
+                Part::Opaque => OPAQUE_PART_TOKENS as usize,
+            };
+        }
+        for call in m.tool_calls.iter().filter(|c| !skip_calls.contains(&c.id.as_ref())) {
+            n += f.tokens_per_tool_call as usize + self.raw_count(call.name.as_ref()) + self.raw_count(call.arguments.as_ref());
+        }
+        for id in &m.result_ids {
+            n += self.raw_count(id.as_ref());
+        }
+        n
+    }
+
+    /// Tokens of each message. Cached messages are looked up on this thread (a warm history
+    /// costs hashing only); the misses are counted in parallel when there is enough new text.
+    pub fn count_each_message<S: AsRef<str> + Sync>(&self, msgs: &[Message<S>]) -> Vec<usize> {
+        let keys: Vec<u128> = msgs.iter().map(|m| m.key(&self.format, &[])).collect();
+        let mut raw = vec![0usize; msgs.len()];
+        let mut misses = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match self.cache.get(*key) {
+                Some(n) => raw[i] = n,
+                None => misses.push(i),
+            }
+        }
+        let new_bytes: usize = misses.iter().map(|&i| msgs[i].text_len()).sum();
+        let computed: Vec<usize> = if misses.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
+            misses.par_iter().map(|&i| self.compute_message(&msgs[i], &[])).collect()
+        } else {
+            misses.iter().map(|&i| self.compute_message(&msgs[i], &[])).collect()
+        };
+        for (&i, n) in misses.iter().zip(computed) {
+            self.cache.insert(keys[i], n);
+            raw[i] = n;
+        }
+        raw.into_iter().map(|n| self.scaled(n)).collect()
+    }
+
+    /// Tokens of a whole prompt: the messages plus the reply priming.
+    pub fn count_messages<S: AsRef<str> + Sync>(&self, msgs: &[Message<S>]) -> usize {
+        self.count_each_message(msgs).iter().sum::<usize>() + self.format.reply_priming as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::{Heuristic, OpenAiEncoding};
+
+    fn counter() -> Counter {
+        Counter::new(
+            Arc::new(OpenAiEncoding::get("cl100k_base").unwrap()),
+            Arc::new(CountCache::new(10_000)),
+            MessageFormat::default(),
+        )
+    }
+
+    fn msg(role: &str, text: &str) -> Message<String> {
+        Message { role: role.into(), name: None, parts: vec![Part::Text(text.into())], tool_calls: vec![], result_ids: vec![] }
+    }
+
+    #[test]
+    fn cookbook_message_counts() {
+        // The OpenAI cookbook's example conversation counts 129 prompt tokens for gpt-4
+        // (cl100k_base); here a smaller one is checked by hand: 3 + role + content each.
+        let c = counter();
+        let m = msg("user", "hello world");
+        assert_eq!(c.count_message(&m), 3 + 1 + 2);
+        let mut named = msg("system", "hi");
+        named.name = Some("example_user".into());
+        assert_eq!(c.count_message(&named), 3 + 1 + 1 + c.count("example_user") + 1);
+        assert_eq!(c.count_messages(&[m.clone(), named.clone()]), c.count_message(&m) + c.count_message(&named) + 3);
+    }
+
+    #[test]
+    fn tool_calls_and_skipping() {
+        let c = counter();
+        let m = Message {
+            role: "assistant".to_string(),
+            name: None,
+            parts: vec![],
+            tool_calls: vec![
+                ToolCall { id: "a".into(), name: "search".into(), arguments: "{\"q\":\"x\"}".into() },
+                ToolCall { id: "b".into(), name: "read".into(), arguments: "{}".into() },
+            ],
+            result_ids: vec![],
+        };
+        let full = c.count_message(&m);
+        let without_b = c.count_message_without(&m, &["b"]);
+        assert_eq!(full - without_b, 3 + c.count("read") + c.count("{}"));
+        assert!(!m.has_content());
+    }
+
+    #[test]
+    fn image_formula() {
+        assert_eq!(image_tokens(ImageDetail::Low, Some(4096), Some(4096)), 85);
+        // OpenAI's documented examples: 1024x1024 high -> 765; 2048x4096 high -> 1105.
+        assert_eq!(image_tokens(ImageDetail::High, Some(1024), Some(1024)), 765);
+        assert_eq!(image_tokens(ImageDetail::High, Some(2048), Some(4096)), 1105);
+        assert_eq!(image_tokens(ImageDetail::Auto, None, None), IMAGE_UNKNOWN_SIZE_TOKENS);
+    }
+
+    #[test]
+    fn cache_never_changes_results_and_batches_match() {
+        let c = counter();
+        let texts: Vec<String> = (0..2000).map(|i| format!("message {i}: {}", "数据 data ".repeat(i % 50))).collect();
+        let single: Vec<usize> = texts.iter().map(|t| c.backend().count(t)).collect();
+        assert_eq!(c.count_many(&texts), single);
+        assert_eq!(c.count_many(&texts), single); // warm
+        assert!(c.cache_info().hits >= 2000);
+    }
+
+    #[test]
+    fn calibration_scales_estimates_only() {
+        let est = Counter::new(Arc::new(Heuristic), Arc::new(CountCache::new(100)), MessageFormat::default());
+        let base = est.count("hello world and more words here");
+        // The provider keeps reporting 1.5x what the raw estimate says; each observation
+        // passes the counter's current (scaled) estimate, as a caller would.
+        for _ in 0..50 {
+            let estimated = est.count("hello world and more words here") as u64 * 100;
+            est.calibrate(estimated, base as u64 * 150);
+        }
+        assert!((est.calibration() - 1.5).abs() < 0.3, "{}", est.calibration());
+        assert!(est.count("hello world and more words here") > base);
+        let exact = counter();
+        exact.calibrate(100, 150);
+        assert_eq!(exact.calibration(), 1.0);
+    }
+}

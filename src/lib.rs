@@ -1,0 +1,11 @@
+//! windowfit's Rust core: exact cached token counting, tool-pair-safe window fitting and
+//! token-exact truncation. Pure Rust; the PyO3 bindings live in `python` (feature "python").
+
+pub mod cache;
+pub mod count;
+pub mod error;
+pub mod fit;
+pub mod tokenize;
+
+#[cfg(feature = "python")]
+mod python;

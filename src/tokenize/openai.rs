@@ -1,0 +1,107 @@
+//! OpenAI's cl100k_base and o200k_base, embedded in the binary (no download, ever).
+//!
+//! bpe-openai carries both vocabularies serialized at build time and pre-tokenizes with a
+//! DFA regex that emulates tiktoken's look-ahead, so counts equal tiktoken's
+//! `encode_ordinary` while running several times faster.
+
+use super::Backend;
+use crate::error::{Error, Result};
+
+pub struct OpenAiEncoding {
+    name: &'static str,
+    tokenizer: &'static bpe_openai::Tokenizer,
+}
+
+/// The embedded encodings, by name.
+pub const OPENAI_ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
+
+impl OpenAiEncoding {
+    /// The encoding `name`, or `None` if it is not embedded. The vocabulary is
+    /// deserialized on first use (a few tens of milliseconds) and shared process-wide.
+    pub fn get(name: &str) -> Option<Self> {
+        let (name, tokenizer) = match name {
+            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base()),
+            "o200k_base" => ("o200k_base", bpe_openai::o200k_base()),
+            _ => return None,
+        };
+        Some(Self { name, tokenizer })
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.bpe.num_tokens()
+    }
+}
+
+impl Backend for OpenAiEncoding {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn is_exact(&self) -> bool {
+        true
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.tokenizer
+            .split(text)
+            .map(|piece| self.tokenizer.bpe.count(piece.as_bytes()))
+            .sum()
+    }
+
+    fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        Ok(self.tokenizer.encode(text))
+    }
+
+    fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        let n = self.vocab_size();
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= n) {
+            return Err(Error::UnknownToken(bad));
+        }
+        Ok(self.tokenizer.bpe.decode_tokens(ids))
+    }
+
+    fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
+        Some(Box::new(self.tokenizer.split(text)))
+    }
+
+    fn count_piece(&self, piece: &str) -> usize {
+        self.tokenizer.bpe.count(piece.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_counts() {
+        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
+        // Values from tiktoken's cl100k_base.
+        assert_eq!(enc.encode("hello world").unwrap(), vec![15339, 1917]);
+        assert_eq!(enc.count("hello world"), 2);
+        assert_eq!(enc.count(""), 0);
+        // Special-token text is plain text for encode_ordinary.
+        assert!(enc.count("<|endoftext|>") > 1);
+        let o = OpenAiEncoding::get("o200k_base").unwrap();
+        assert_eq!(o.encode("hello world").unwrap(), vec![24912, 2375]);
+    }
+
+    #[test]
+    fn decode_round_trip_and_unknown_id() {
+        let enc = OpenAiEncoding::get("o200k_base").unwrap();
+        let text = "上下文窗口 fits 128K tokens 🙂\n\tdone";
+        let ids = enc.encode(text).unwrap();
+        assert_eq!(enc.decode_bytes(&ids).unwrap(), text.as_bytes());
+        assert!(matches!(enc.decode_bytes(&[u32::MAX]), Err(Error::UnknownToken(_))));
+    }
+
+    #[test]
+    fn pieces_cover_the_text() {
+        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
+        let text = "fn main() {\n    println!(\"hi   there\");\n}\n\n  ";
+        let joined: String = enc.pieces(text).unwrap().collect();
+        assert_eq!(joined, text);
+        let sum: usize = enc.pieces(text).unwrap().map(|p| enc.count_piece(p)).sum();
+        assert_eq!(sum, enc.count(text));
+    }
+}
