@@ -152,13 +152,25 @@ pub struct KeyBuilder {
     buf: Vec<u8>,
 }
 
+/// The per-field hash `KeyBuilder` uses for a text.
+#[inline]
+pub fn text_hash(s: &str) -> u128 {
+    xxh3_128(s.as_bytes())
+}
+
 impl KeyBuilder {
     pub fn new(format: &MessageFormat) -> Self {
-        let mut buf = Vec::with_capacity(128);
-        buf.extend_from_slice(&format.tokens_per_message.to_le_bytes());
-        buf.extend_from_slice(&format.tokens_per_name.to_le_bytes());
-        buf.extend_from_slice(&format.tokens_per_tool_call.to_le_bytes());
-        Self { buf }
+        let mut k = Self { buf: Vec::with_capacity(256) };
+        k.reset(format);
+        k
+    }
+
+    /// Start a new key, reusing the buffer (no allocation per message on warm paths).
+    pub fn reset(&mut self, format: &MessageFormat) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&format.tokens_per_message.to_le_bytes());
+        self.buf.extend_from_slice(&format.tokens_per_name.to_le_bytes());
+        self.buf.extend_from_slice(&format.tokens_per_tool_call.to_le_bytes());
     }
 
     #[inline]
@@ -176,6 +188,11 @@ impl KeyBuilder {
     pub fn text(&mut self, s: &str) {
         self.field(b't', s)
     }
+    /// A text whose `text_hash` the caller already knows (memoized for large strings).
+    pub fn text_hashed(&mut self, hash: u128) {
+        self.buf.push(b't');
+        self.buf.extend_from_slice(&hash.to_le_bytes());
+    }
     pub fn image(&mut self, detail: ImageDetail, width: Option<u32>, height: Option<u32>) {
         self.buf.extend_from_slice(&[b'i', detail as u8]);
         self.buf.extend_from_slice(&width.unwrap_or(u32::MAX).to_le_bytes());
@@ -191,7 +208,7 @@ impl KeyBuilder {
     pub fn result_id(&mut self, s: &str) {
         self.field(b'x', s)
     }
-    pub fn finish(self) -> u128 {
+    pub fn finish(&self) -> u128 {
         xxh3_128_with_seed(&self.buf, 0x6d73_6773)
     }
 }

@@ -17,7 +17,7 @@ use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::cache::{CountCache, DEFAULT_ENTRIES};
-use crate::count::{Counter, ImageDetail, Message, MessageFormat, Part, ToolCall};
+use crate::count::{Counter, ImageDetail, KeyBuilder, Message, MessageFormat, Part, ToolCall};
 use crate::error::Error;
 use crate::fit::{self, FitOptions, FitPlan, MessageInfo, Role, Unanswered};
 use crate::tokenize::{Backend, Heuristic, HfTokenizer, OpenAiEncoding, TiktokenFile};
@@ -631,10 +631,14 @@ fn unanswered_of(s: &str) -> PyResult<Unanswered> {
 /// needs. Returns `None` for anything unusual (multi-modal parts, Anthropic blocks, wrong
 /// types): the caller then does the full, validating extraction, which also reports errors.
 mod light {
+    use std::sync::Mutex;
+
     use pyo3::ffi;
+    use rustc_hash::FxHashMap;
+    use pyo3::prelude::*;
 
     use super::ROLES;
-    use crate::count::{KeyBuilder, MessageFormat};
+    use crate::count::{text_hash, KeyBuilder, MessageFormat};
 
     pub struct Keys {
         pub role: *mut ffi::PyObject,
@@ -657,12 +661,75 @@ mod light {
         pub has_content: bool,
     }
 
+    /// Content hashes of recently seen large strings, by object identity. The memo holds a
+    /// strong reference, so the object can't be freed and its address reused: the same
+    /// pointer is the same immutable string, and re-fitting a history costs a lookup per
+    /// message instead of hashing every byte again. Bounded by the bytes it keeps alive.
+    struct HashMemo {
+        map: FxHashMap<usize, (Py<PyAny>, u128)>,
+        bytes: usize,
+    }
+
+    const MEMO_MIN_LEN: usize = 256;
+    const MEMO_MAX_BYTES: usize = 64 << 20;
+
+    static MEMO: Mutex<Option<HashMemo>> = Mutex::new(None);
+
+    /// Fields of one dict by walking its entries once (no hashing of absent keys). Interned
+    /// keys match by pointer; others (e.g. from json.loads) by text.
+    #[derive(Default)]
+    struct Fields {
+        role: Option<*mut ffi::PyObject>,
+        name: Option<*mut ffi::PyObject>,
+        content: Option<*mut ffi::PyObject>,
+        tool_calls: Option<*mut ffi::PyObject>,
+        tool_call_id: Option<*mut ffi::PyObject>,
+    }
+
+    /// Safety: GIL held, `d` a live dict.
+    unsafe fn fields(d: *mut ffi::PyObject, k: &Keys) -> Option<Fields> {
+        let mut f = Fields::default();
+        let mut pos: ffi::Py_ssize_t = 0;
+        let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+        while ffi::PyDict_Next(d, &mut pos, &mut key, &mut value) != 0 {
+            if value == ffi::Py_None() {
+                continue;
+            }
+            let slot = if key == k.role {
+                &mut f.role
+            } else if key == k.content {
+                &mut f.content
+            } else if key == k.tool_calls {
+                &mut f.tool_calls
+            } else if key == k.tool_call_id {
+                &mut f.tool_call_id
+            } else if key == k.name {
+                &mut f.name
+            } else {
+                match text(key)? {
+                    "role" => &mut f.role,
+                    "content" => &mut f.content,
+                    "tool_calls" => &mut f.tool_calls,
+                    "tool_call_id" => &mut f.tool_call_id,
+                    "name" => &mut f.name,
+                    _ => continue,
+                }
+            };
+            *slot = Some(value);
+        }
+        Some(f)
+    }
+
     /// `d[key]` borrowed, or None when missing or None.
     /// Safety: GIL held, `d` a live dict, `key` a live str.
     unsafe fn item(d: *mut ffi::PyObject, key: *mut ffi::PyObject) -> Option<*mut ffi::PyObject> {
         let v = ffi::PyDict_GetItemWithError(d, key);
         if v.is_null() {
-            ffi::PyErr_Clear(); // missing (or an error the full path will report)
+            // Missing, or an error (then cleared: the full path will report it).
+            if !ffi::PyErr_Occurred().is_null() {
+                ffi::PyErr_Clear();
+            }
             return None;
         }
         (v != ffi::Py_None()).then_some(v)
@@ -684,26 +751,56 @@ mod light {
         Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(p as *const u8, size as usize)))
     }
 
+    /// Add a content text to the key, through the identity memo for large strings.
+    /// Safety: GIL held, `o` a live str whose UTF-8 is `t`.
+    unsafe fn content_text(py: Python<'_>, memo: &mut Option<HashMemo>, o: *mut ffi::PyObject, t: &str, key: &mut KeyBuilder) {
+        if t.len() < MEMO_MIN_LEN {
+            key.text(t);
+            return;
+        }
+        let memo = memo.get_or_insert_with(|| HashMemo { map: FxHashMap::default(), bytes: 0 });
+        if let Some((_, h)) = memo.map.get(&(o as usize)) {
+            key.text_hashed(*h);
+            return;
+        }
+        let h = text_hash(t);
+        if memo.bytes + t.len() > MEMO_MAX_BYTES {
+            memo.map.clear(); // drops the references; the GIL is held
+            memo.bytes = 0;
+        }
+        memo.map.insert(o as usize, (Borrowed::from_ptr(py, o).to_owned().unbind(), h));
+        memo.bytes += t.len();
+        key.text_hashed(h);
+    }
+
     unsafe fn is_dict(o: *mut ffi::PyObject) -> bool {
         ffi::PyDict_Check(o) != 0
     }
 
     /// Safety: GIL held; `obj` alive for the call (results hold no borrowed pointers).
-    pub unsafe fn read(obj: *mut ffi::PyObject, k: &Keys, format: &MessageFormat) -> Option<Light> {
+    pub unsafe fn read(
+        py: Python<'_>,
+        obj: *mut ffi::PyObject,
+        k: &Keys,
+        format: &MessageFormat,
+        key: &mut KeyBuilder,
+    ) -> Option<Light> {
         if !is_dict(obj) {
             return None;
         }
-        let role_text = text(item(obj, k.role)?)?;
+        let f = fields(obj, k)?;
+        let role_text = text(f.role?)?;
         let role = *ROLES.iter().find(|r| **r == role_text)?;
-        let mut key = KeyBuilder::new(format);
+        key.reset(format);
         key.role(role);
-        if let Some(n) = item(obj, k.name) {
+        if let Some(n) = f.name {
             key.name(text(n)?);
         }
         let mut has_content = false;
-        if let Some(c) = item(obj, k.content) {
+        if let Some(c) = f.content {
             if let Some(t) = text(c) {
-                key.text(t);
+                let mut memo = MEMO.lock().unwrap_or_else(|p| p.into_inner());
+                content_text(py, &mut memo, c, t, key);
                 has_content = !t.is_empty();
             } else if ffi::PyList_Check(c) != 0 {
                 for j in 0..ffi::PyList_Size(c) {
@@ -728,7 +825,7 @@ mod light {
             }
         }
         let mut call_ids = Vec::new();
-        if let Some(calls) = item(obj, k.tool_calls) {
+        if let Some(calls) = f.tool_calls {
             if ffi::PyList_Check(calls) == 0 {
                 return None;
             }
@@ -753,7 +850,7 @@ mod light {
             }
         }
         let mut result_ids = Vec::new();
-        match item(obj, k.tool_call_id) {
+        match f.tool_call_id {
             Some(id) => {
                 let id = text(id)?;
                 key.result_id(id);
@@ -802,13 +899,14 @@ fn counted_messages(
         tool_call_id: pyo3::intern!(py, "tool_call_id").as_ptr(),
     };
     let format = counter.format();
-    let mut infos = Vec::new();
+    let mut key_builder = KeyBuilder::new(&format);
+    let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
     let mut missing: Vec<(usize, u128, Message<Text>)> = Vec::new();
     let mut full: HashMap<usize, Message<Text>> = HashMap::new();
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
         // SAFETY: the GIL is held and `obj` outlives the call; `read` keeps no pointers.
-        let light = unsafe { light::read(obj.as_ptr(), &keys, &format) };
+        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder) };
         match light {
             Some(l) => {
                 let info = MessageInfo {

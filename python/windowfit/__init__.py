@@ -24,7 +24,20 @@ from windowfit.counting import (
     get_encoding,
 )
 from windowfit.fitting import FitResult, fit, repair
+from windowfit.manager import ContextManager, Prepared
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
+from windowfit.session import Session
+from windowfit.store import (
+    ConflictError,
+    MemoryStore,
+    RedisStore,
+    SQLiteStore,
+    StoreCorruptError,
+    StoreError,
+    open_store,
+)
+from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
+from windowfit.usage import Quota, QuotaExceededError, UsageTracker
 
 __all__ = [
     "__version__",
@@ -38,6 +51,25 @@ __all__ = [
     "fit",
     "repair",
     "FitResult",
+    # managing a conversation
+    "ContextManager",
+    "Prepared",
+    "Summarizer",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "SummaryError",
+    # sessions and usage
+    "Session",
+    "SQLiteStore",
+    "RedisStore",
+    "MemoryStore",
+    "open_store",
+    "UsageTracker",
+    "Quota",
+    "QuotaExceededError",
+    "ConflictError",
+    "StoreCorruptError",
+    "StoreError",
     # models
     "ModelInfo",
     "get_model",

@@ -38,14 +38,14 @@ class FitResult:
 def _budget(budget: Any) -> int:
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise TypeError(f"budget must be a number of tokens, not {type(budget).__name__}")
-    if isinstance(budget, float):
-        if math.isnan(budget):
-            raise ValueError("budget is NaN")
-        if math.isinf(budget):
-            return 2**63 - 1 if budget > 0 else -1
-        budget = math.floor(budget)
+    if isinstance(budget, float) and math.isnan(budget):
+        raise ValueError("budget is NaN")
     if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
+        raise ValueError(f"budget must be >= 0, got {budget!r}")
+    if isinstance(budget, float):
+        if math.isinf(budget):
+            return 2**63 - 1
+        budget = math.floor(budget)
     return min(int(budget), 2**63 - 1)
 
 

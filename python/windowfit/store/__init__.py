@@ -1,0 +1,60 @@
+"""Durable session stores: SQLite (default), Redis (many workers), memory (tests).
+
+All share one protocol (`BaseStore`); `store.session(id)` gives a `windowfit.Session`.
+`RedisStore` imports the `redis` package only when constructed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from windowfit.store.base import (
+    BaseStore,
+    ConflictError,
+    SessionInfo,
+    StoreCorruptError,
+    StoreError,
+    UsageRecord,
+    UsageRow,
+)
+from windowfit.store.memory import MemoryStore
+from windowfit.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from windowfit.store.redis import RedisStore
+
+__all__ = [
+    "BaseStore",
+    "ConflictError",
+    "MemoryStore",
+    "RedisStore",
+    "SQLiteStore",
+    "SessionInfo",
+    "StoreCorruptError",
+    "StoreError",
+    "UsageRecord",
+    "UsageRow",
+    "open_store",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # RedisStore's module is light, but keep `import windowfit.store` free of optional deps
+    if name == "RedisStore":
+        from windowfit.store.redis import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(target: str | None = None, **kwargs: Any) -> BaseStore:
+    """A store from a location: ``redis://``/``rediss://``/``unix://`` URLs -> RedisStore,
+    ``memory:`` -> MemoryStore, anything else a SQLite path (default ``sessions.db``)."""
+    target = target or "sessions.db"
+    if target.startswith(("redis://", "rediss://", "unix://")):
+        from windowfit.store.redis import RedisStore
+
+        return RedisStore(target, **kwargs)
+    if target == "memory:":
+        return MemoryStore(**kwargs)
+    return SQLiteStore(target, **kwargs)

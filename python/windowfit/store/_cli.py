@@ -1,0 +1,209 @@
+"""The `windowfit session show` and `windowfit usage` commands (registered in windowfit.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+from windowfit.store.base import BaseStore, SessionInfo, StoreError
+
+__all__ = ["add_store_arguments", "open_cli_store", "cmd_session_show", "cmd_usage"]
+
+_DEFAULT_DB = "sessions.db"
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        metavar="PATH",
+        help=f"SQLite store (default: $WINDOWFIT_DB or {_DEFAULT_DB})",
+    )
+    where.add_argument("--redis", metavar="URL", help="Redis store, e.g. redis://localhost:6379/0")
+    parser.add_argument(
+        "--prefix", default="windowfit", help="Redis key prefix (default: windowfit)"
+    )
+
+
+def open_cli_store(args: argparse.Namespace) -> BaseStore:
+    if args.redis:
+        from windowfit.store.redis import RedisStore
+
+        return RedisStore(args.redis, prefix=args.prefix)
+    from windowfit.store.sqlite import SQLiteStore
+
+    path = args.db or os.environ.get("WINDOWFIT_DB") or _DEFAULT_DB
+    if not os.path.exists(path):
+        # a read-only command must not leave an empty database behind
+        raise StoreError(f"no SQLite store at {path!r} (use --db PATH or --redis URL)")
+    return SQLiteStore(path)
+
+
+def _console(out: TextIO) -> Any:
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=out, soft_wrap=False)
+
+
+def _time(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _preview(message: dict[str, Any], width: int) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    elif content is None:
+        text = ""
+    else:
+        text = json.dumps(content, ensure_ascii=False)
+    calls = message.get("tool_calls")
+    if calls:
+        names = []
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            names.append(str((fn or {}).get("name") or (call or {}).get("name") or "?"))
+        text = (text + " " if text else "") + f"[tool calls: {', '.join(names)}]"
+    if message.get("tool_call_id"):
+        text = f"[{message['tool_call_id']}] {text}"
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _info_rows(info: SessionInfo, children: list[SessionInfo]) -> list[tuple[str, str]]:
+    rows = [
+        ("id", info.id),
+        ("messages", str(info.length)),
+        ("created", _time(info.created_at)),
+        ("updated", _time(info.updated_at)),
+        ("state version", str(info.state_version)),
+    ]
+    if info.parent_id is not None:
+        rows += [("parent", info.parent_id), ("task", info.task or ""), ("status", info.status)]
+        if info.result is not None:
+            rows.append(("result", _preview({"content": info.result}, 200)))
+    if info.meta:
+        rows.append(("meta", json.dumps(info.meta, ensure_ascii=False)))
+    if children:
+        rows.append(
+            ("children", ", ".join(f"{c.id} ({c.status}, {c.length} msgs)" for c in children))
+        )
+    return rows
+
+
+def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        with open_cli_store(args) as store:
+            info = store.info(args.id)
+            if info is None:
+                print(f"windowfit: no session {args.id!r}", file=sys.stderr)
+                return 1
+            session = store.session(args.id)
+            messages = session.messages
+            state = session.state
+            children = store.children(args.id)
+    except StoreError as exc:
+        print(f"windowfit: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        doc = {
+            **info.to_dict(),
+            "state": state,
+            "children": [c.id for c in children],
+            "messages": messages,
+        }
+        out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    shown = messages if args.limit is None or args.limit <= 0 else messages[-args.limit :]
+    first = len(messages) - len(shown)
+    console = _console(out)
+    if console is None:
+        for key, value in _info_rows(info, children):
+            out.write(f"{key:>14}: {value}\n")
+        for i, msg in enumerate(shown, start=first):
+            out.write(f"{i:>5} {msg.get('role', '?')!s:<10} {_preview(msg, 100)}\n")
+        return 0
+    from rich.markup import escape
+    from rich.table import Table
+
+    head = Table(show_header=False, box=None, pad_edge=False)
+    head.add_column(style="bold")
+    head.add_column()
+    for key, value in _info_rows(info, children):
+        head.add_row(key, escape(value))
+    console.print(head)
+    table = Table(title=f"messages {first}..{len(messages) - 1}" if shown else "no messages")
+    table.add_column("#", justify="right")
+    table.add_column("role")
+    table.add_column("content", overflow="fold")
+    for i, msg in enumerate(shown, start=first):
+        table.add_row(str(i), escape(str(msg.get("role", "?"))), escape(_preview(msg, 160)))
+    console.print(table)
+    return 0
+
+
+def _cost(row: dict[str, Any]) -> str:
+    if row["calls"] and row["unpriced_calls"] == row["calls"]:
+        return "?"
+    text = f"${row['cost']:.4f}"
+    return f"≥{text}" if row["unpriced_calls"] else text
+
+
+def cmd_usage(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from windowfit.usage import UsageTracker
+
+    out = out or sys.stdout
+    try:
+        with open_cli_store(args) as store:
+            tracker = UsageTracker(store)
+            rows = tracker.rows(model=args.model, day=args.day, session_id=args.session)
+            total = tracker.totals(model=args.model, day=args.day, session_id=args.session)
+    except (StoreError, ValueError) as exc:
+        print(f"windowfit: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        out.write(json.dumps({"rows": rows, "total": total}, indent=2) + "\n")
+        return 0
+    columns = ("day", "model", "calls", "prompt", "cached", "completion", "cost")
+
+    def cells(row: dict[str, Any], day: str, model: str) -> list[str]:
+        return [
+            day,
+            model,
+            f"{row['calls']:,}",
+            f"{row['prompt_tokens']:,}",
+            f"{row['cached_tokens']:,}",
+            f"{row['completion_tokens']:,}",
+            _cost(row),
+        ]
+
+    body = [cells(r, r["day"], r["model"]) for r in rows]
+    foot = cells(total, "total", "")
+    console = _console(out)
+    if console is None:
+        for line in [list(columns), *body, foot]:
+            out.write("  ".join(f"{c:>12}" for c in line) + "\n")
+        return 0
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="token usage by model and day (UTC)", show_footer=bool(rows))
+    for i, name in enumerate(columns):
+        table.add_column(
+            name, footer=foot[i], justify="left" if i < 2 else "right", overflow="fold"
+        )
+    for line in body:
+        table.add_row(*(escape(c) for c in line))
+    console.print(table)
+    if total["unpriced_calls"]:
+        console.print(f"{total['unpriced_calls']} call(s) of models without prices: cost unknown")
+    return 0

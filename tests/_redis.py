@@ -1,0 +1,146 @@
+"""A real redis-server for the tests: started once per test session on a free loopback port.
+
+Import the fixtures into a test module (``from _redis import redis_server, redis_url``).
+``redis_url`` gives each test its own key prefix via the ``redis_prefix`` fixture, so tests never
+see each other's keys. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
+WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests; otherwise a missing redis-server FAILS them
+(CI must run them).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+__all__ = ["RedisServer", "redis_server", "redis_url", "redis_prefix", "start_redis_server"]
+
+
+@dataclass
+class RedisServer:
+    url: str
+    process: subprocess.Popen[bytes] | None
+    directory: str | None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+
+_SERVER: RedisServer | None = None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def start_redis_server() -> RedisServer:
+    """Start redis-server on 127.0.0.1 with no persistence; everything it writes is in a tmp dir."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "redis-server is not installed: the Redis store tests need a real server "
+            "(apt-get install redis-server), or set WINDOWFIT_REDIS_URL to a running one, "
+            "or WINDOWFIT_SKIP_REDIS=1 to skip them",
+            pytrace=False,
+        )
+    last_error = ""
+    for _ in range(3):  # the free port may be taken between probing and binding
+        directory = tempfile.mkdtemp(prefix="windowfit-redis-")
+        port = _free_port()
+        args = [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--protected-mode",
+            "yes",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+            "--logfile",
+            os.path.join(directory, "redis.log"),
+            "--daemonize",
+            "no",
+        ]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _ping(port):
+                return RedisServer(f"redis://127.0.0.1:{port}/0", proc, directory)
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        try:
+            with open(
+                os.path.join(directory, "redis.log"), encoding="utf-8", errors="replace"
+            ) as f:
+                last_error = f.read()[-2000:]
+        except OSError:
+            last_error = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+        shutil.rmtree(directory, ignore_errors=True)
+    pytest.fail(f"redis-server did not start:\n{last_error}", pytrace=False)
+
+
+def _shared_server() -> RedisServer:
+    global _SERVER
+    if _SERVER is None:
+        external = os.environ.get("WINDOWFIT_REDIS_URL")
+        if external:
+            _SERVER = RedisServer(external, None, None)
+        else:
+            _SERVER = start_redis_server()
+            # several test modules import the fixture; stop the one server when pytest exits
+            atexit.register(_SERVER.stop)
+    return _SERVER
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """The shared redis-server (skipped only with WINDOWFIT_SKIP_REDIS=1)."""
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1":
+        pytest.skip("WINDOWFIT_SKIP_REDIS=1")
+    yield _shared_server()
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    return f"wftest-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url

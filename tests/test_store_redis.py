@@ -1,0 +1,263 @@
+"""RedisStore on a real redis-server: several processes, crashes, foreign data, retries, TTL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from _redis import redis_prefix, redis_server, redis_url
+from _store_reliability import (
+    check_concurrent_appends,
+    check_concurrent_state,
+    check_sigkill_mid_appends,
+)
+
+from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreError
+from windowfit.store.base import encode_message
+
+# imported so that pytest finds these fixtures in this module
+REDIS_FIXTURES = (redis_prefix, redis_server, redis_url)
+
+
+@pytest.fixture
+def store(redis_url: str, redis_prefix: str) -> Iterator[RedisStore]:
+    s = RedisStore(redis_url, prefix=redis_prefix)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def spec(url: str, prefix: str) -> dict[str, str]:
+    return {"kind": "redis", "url": url, "prefix": prefix}
+
+
+@pytest.mark.slow
+def test_processes_append_concurrently(redis_url: str, redis_prefix: str) -> None:
+    check_concurrent_appends(spec(redis_url, redis_prefix), writers=4, count=150)
+
+
+@pytest.mark.slow
+def test_processes_save_state_concurrently(redis_url: str, redis_prefix: str) -> None:
+    check_concurrent_state(spec(redis_url, redis_prefix), writers=4, rounds=25)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_appends(redis_url: str, redis_prefix: str, r: redis.Redis) -> None:
+    store = check_sigkill_mid_appends(spec(redis_url, redis_prefix))
+    for info in store.list_sessions():
+        assert info.length == r.llen(f"{redis_prefix}:m:{info.id}")
+    store.close()
+
+
+def test_key_layout(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
+    s = store.session("layout")
+    s.append({"role": "user", "content": "x"})
+    c = s.child("t")
+    assert r.type(f"{redis_prefix}:m:layout") == b"list"
+    assert r.type(f"{redis_prefix}:h:layout") == b"hash"
+    assert r.type(f"{redis_prefix}:c:layout") == b"zset"
+    assert r.zscore(f"{redis_prefix}:sessions", "layout") is not None
+    assert r.zscore(f"{redis_prefix}:sessions", c.id) is not None
+    assert r.hget(f"{redis_prefix}:h:{c.id}", "parent_id") == b"layout"
+    assert r.hget(f"{redis_prefix}:h:layout", "schema") == b"1"
+
+
+def test_prefixes_isolate_stores(redis_url: str) -> None:
+    a = RedisStore(redis_url, prefix=f"a-{uuid.uuid4().hex[:6]}")
+    b = RedisStore(redis_url, prefix=f"b-{uuid.uuid4().hex[:6]}")
+    a.session("same").append({"role": "user", "content": "a"})
+    assert b.session("same").messages == []
+    a.close()
+    b.close()
+
+
+def test_retried_commands_are_not_applied_twice(store: RedisStore, r: redis.Redis) -> None:
+    # what redis-py does after a lost reply: the same script call again, same operation id
+    s = store.session("retry")
+    s.append({"role": "user", "content": "first"})
+    op = store._op_append("retry", [{"role": "user", "content": "once"}])
+    request = next(op)
+    first = store._execute(store._client, store._scripts, request)
+    second = store._execute(store._client, store._scripts, request)
+    assert first == second == 1
+    assert [m["content"] for m in s.messages] == ["first", "once"]
+    # state saves too: a replayed save is not reported as a conflict nor applied twice
+    op = store._op_save_state("retry", {"v": 1}, 0)
+    request = next(op)
+    assert list(store._execute(store._client, store._scripts, request)) == [0, 1]
+    assert list(store._execute(store._client, store._scripts, request)) == [0, 1]
+    assert s.load_state() == ({"v": 1}, 1)
+
+
+def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis) -> None:
+    store = RedisStore(redis_url, prefix=redis_prefix, ttl=1)
+    s = store.session("brief")
+    s.append({"role": "user", "content": "x"})
+    c = s.child("t")
+    assert 0 < r.ttl(f"{redis_prefix}:m:brief") <= 1
+    assert 0 < r.ttl(f"{redis_prefix}:h:{c.id}") <= 1
+    deadline = time.time() + 10
+    while time.time() < deadline and r.exists(f"{redis_prefix}:m:brief"):
+        time.sleep(0.1)
+    assert s.messages == [] and store.info("brief") is None
+    assert store.list_sessions() == []  # index entries of expired sessions are skipped
+    store.cleanup(older_than=0.001)  # ...and removed from the index by cleanup
+    assert r.zcard(f"{redis_prefix}:sessions") == 0
+    store.close()
+
+
+def test_async_across_event_loops(store: RedisStore) -> None:
+    async def write(tag: str) -> None:
+        s = store.session("loops")
+        await asyncio.gather(
+            *(s.aappend({"role": "user", "content": f"{tag}{i}"}) for i in range(20))
+        )
+
+    asyncio.run(write("a"))
+    asyncio.run(write("b"))
+    got = [m["content"] for m in store.session("loops").messages]
+    assert sorted(got) == sorted([f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)])
+
+
+def test_async_state_conflict(store: RedisStore) -> None:
+    async def main() -> None:
+        s = store.session("astate")
+        await s.asave_state({"v": 1})
+        other = store.session("astate")
+        with pytest.raises(ConflictError):
+            await other.asave_state({"v": 2})
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+def test_given_clients(redis_url: str, redis_prefix: str) -> None:
+    import redis.asyncio
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisStore(client=client, prefix=redis_prefix)
+    store.session("given").append({"role": "user", "content": "ü"})
+    assert store.session("given").messages == [{"role": "user", "content": "ü"}]
+    assert store.info("given").length == 1  # type: ignore[union-attr]
+    store.close()
+    assert client.ping()  # a client we were given is not closed by us
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis.from_url(redis_url)
+        astore = RedisStore(client=client, async_client=aclient, prefix=redis_prefix)
+        assert len(await astore.session("given").aload()) == 1
+        await aclient.aclose()
+
+    asyncio.run(main())
+    client.close()
+
+
+def test_unreachable_server_is_a_store_error() -> None:
+    store = RedisStore("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
+    with pytest.raises(StoreError, match="Redis error"):
+        store.session("x").append({"role": "user", "content": "x"})
+    with pytest.raises(StoreError):
+        store.ping()
+
+
+# --------------------------------------------------------------------------- foreign / corrupt data
+
+
+@pytest.mark.parametrize("kind", ["string", "hash", "set"])
+def test_wrong_type_message_key(
+    store: RedisStore, r: redis.Redis, redis_prefix: str, kind: str
+) -> None:
+    key = f"{redis_prefix}:m:odd"
+    if kind == "string":
+        r.set(key, "hello")
+    elif kind == "hash":
+        r.hset(key, "a", "b")
+    else:
+        r.sadd(key, "x")
+    with pytest.raises(StoreCorruptError) as err:
+        _ = store.session("odd").messages
+    assert err.value.session_id == "odd" and "'odd'" in str(err.value)
+    with pytest.raises(StoreCorruptError, match="'odd'"):
+        store.session("odd").append({"role": "user", "content": "x"})
+    # the failed append wrote nothing (checks run before any write)
+    assert not r.exists(f"{redis_prefix}:h:odd")
+    assert store.session("fine").append({"role": "user", "content": "ok"}) == 0
+
+
+def test_wrong_type_meta_key(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
+    r.rpush(f"{redis_prefix}:h:meta-odd", "x")
+    for action in (
+        lambda s: s.info(),
+        lambda s: s.state,
+        lambda s: s.save_state({"a": 1}),
+        lambda s: s.append({"role": "user", "content": "x"}),
+        lambda s: s.child("t"),
+    ):
+        with pytest.raises(StoreCorruptError, match="'meta-odd'"):
+            action(store.session("meta-odd"))
+
+
+@pytest.mark.parametrize("junk", [b"\xff\xfe\xfd", b"{not json", b"[1]", b'{"_wf": 3, "m": {}}'])
+def test_garbage_list_elements(
+    store: RedisStore, r: redis.Redis, redis_prefix: str, junk: bytes
+) -> None:
+    s = store.session("junk")
+    s.append({"role": "user", "content": "good"})
+    r.rpush(f"{redis_prefix}:m:junk", junk)
+    with pytest.raises(StoreCorruptError) as err:
+        _ = store.session("junk").messages
+    assert err.value.session_id == "junk" and "message 1" in str(err.value)
+
+
+def test_corrupt_meta_fields(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
+    s = store.session("fields")
+    s.save_state({"ok": True})
+    r.hset(f"{redis_prefix}:h:fields", "state_version", "many")
+    with pytest.raises(StoreCorruptError, match="state_version"):
+        s.load_state()
+    with pytest.raises(StoreCorruptError, match="state_version"):
+        s.save_state({"x": 1}, expected_version=1)
+    r.hset(f"{redis_prefix}:h:fields", mapping={"state_version": 1, "state": "{broken"})
+    with pytest.raises(StoreCorruptError, match=r"'fields'.*state"):
+        _ = s.state
+    r.hset(f"{redis_prefix}:h:fields", mapping={"state": encode_message({}), "meta": "[]"})
+    with pytest.raises(StoreCorruptError, match="meta"):
+        s.info()
+
+
+def test_bare_messages_written_by_other_tools_load(
+    store: RedisStore, r: redis.Redis, redis_prefix: str
+) -> None:
+    r.rpush(f"{redis_prefix}:m:bare", b'{"role": "user", "content": "pushed by hand"}')
+    assert store.session("bare").messages == [{"role": "user", "content": "pushed by hand"}]
+    assert store.session("bare").append({"role": "assistant", "content": "ok"}) == 1
+
+
+def test_finish_races_only_one_wins(store: RedisStore) -> None:
+    parent = store.session("race")
+    child = parent.child("t")
+    results: list[Any] = []
+
+    async def main() -> None:
+        async def attempt(k: int) -> None:
+            try:
+                results.append(await store.session(child.id).afinish(f"r{k}"))
+            except ConflictError as exc:
+                results.append(exc)
+
+        await asyncio.gather(*(attempt(k) for k in range(5)))
+
+    asyncio.run(main())
+    assert sum(isinstance(x, dict) for x in results) == 1
+    assert len(parent.messages) == 1
