@@ -28,10 +28,9 @@ $(VENV)/.deps: requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
-## dev: (re)build the extension into .venv with the dev profile (deps optimized)
+## dev: (re)build the extension into .venv, editable, dev profile (deps optimized; cached in target/)
 dev: $(VENV)/.deps
-	$(VENV)/bin/maturin develop --quiet --skip-install 2>/dev/null || $(VENV)/bin/maturin develop
-	$(PY) -m pip install -q --no-deps -e . 2>/dev/null || true
+	$(VENV)/bin/maturin develop
 
 ## release: build the extension with the release profile (for benchmarks)
 release: $(VENV)/.deps

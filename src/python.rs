@@ -79,6 +79,31 @@ fn text_from_str(s: &Bound<'_, PyString>) -> Text {
     }
 }
 
+/// An id used for pairing calls with results. Ids are compared, not just counted, so an id
+/// with lone surrogates keeps its exact UTF-16 code units (after a NUL, which no provider
+/// id contains) instead of collapsing into U+FFFD like another id that differs only there.
+fn id_text(s: &Bound<'_, PyString>) -> Text {
+    match PyBackedStr::try_from(s.clone()) {
+        Ok(b) => Text::Backed(b),
+        Err(_) => {
+            let lossy = s.to_string_lossy().into_owned();
+            let units = s
+                .call_method1("encode", ("utf-16-le", "surrogatepass"))
+                .and_then(|b| b.extract::<Vec<u8>>())
+                .unwrap_or_default();
+            let hex: String = units.iter().map(|b| format!("{b:02x}")).collect();
+            Text::Owned(format!("{lossy}\0{hex}"))
+        }
+    }
+}
+
+fn id_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> {
+    match v.cast::<PyString>() {
+        Ok(s) => Ok(id_text(s)),
+        Err(_) => Err(msg_type_err(index, field, "str", v)),
+    }
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
@@ -244,14 +269,14 @@ fn extract_part(
                 None => Text::Owned("{}".into()),
             };
             msg.tool_calls.push(ToolCall {
-                id: str_field(index, &format!("{field}.id"), &id)?,
+                id: id_field(index, &format!("{field}.id"), &id)?,
                 name: str_field(index, &format!("{field}.name"), &name)?,
                 arguments,
             });
         }
         "tool_result" => {
             let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?.ok_or_else(|| msg_err(index, &format!("{field}.tool_use_id"), "missing"))?;
-            msg.result_ids.push(str_field(index, &format!("{field}.tool_use_id"), &id)?);
+            msg.result_ids.push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
             match get_opt(d, pyo3::intern!(d.py(), "content"))? {
                 None => {}
                 Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, &format!("{field}.content"), &c)?)),
@@ -309,14 +334,14 @@ fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAny>) -> PyRe
                 None => Text::Owned(String::new()),
             };
             msg.tool_calls.push(ToolCall {
-                id: str_field(index, &format!("{f}.id"), &id)?,
+                id: id_field(index, &format!("{f}.id"), &id)?,
                 name: str_field(index, &format!("{f}.function.name"), &name)?,
                 arguments,
             });
         }
     }
     if let Some(id) = get_opt(d, pyo3::intern!(d.py(), "tool_call_id"))? {
-        msg.result_ids.push(str_field(index, "tool_call_id", &id)?);
+        msg.result_ids.push(id_field(index, "tool_call_id", &id)?);
     } else if msg.role.as_ref() == "tool" {
         return Err(msg_err(index, "tool_call_id", "missing: a tool message must name the call it answers"));
     }

@@ -1,0 +1,49 @@
+"""Helpers shared by the framework integrations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["missing_extra", "resolve_counter", "resolve_manager", "START_ON_ALIASES"]
+
+# frameworks name the user role differently; fit speaks canonical roles
+START_ON_ALIASES = {"human": "user", "user": "user", None: None, "any": None}
+
+
+def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
+    """The ImportError an integration raises when its framework is not installed."""
+    err = ImportError(
+        f"windowfit.integrations.{module} needs the optional dependencies of windowfit[{extra}]: "
+        f"pip install 'windowfit[{extra}]' ({exc})"
+    )
+    err.name = getattr(exc, "name", None)
+    return err
+
+
+def resolve_counter(counter: Any = None, model: str | None = None) -> Any:
+    """``counter`` itself, or one shared ``wf.Counter`` per model name.
+
+    Sharing matters: the counter's cache is what makes re-counting a growing history cheap, and
+    hooks run on every model call.
+    """
+    if counter is not None:
+        return counter
+    if model is None:
+        raise ValueError("pass counter= or model=")
+    from windowfit.counting import shared_counter
+
+    return shared_counter(model)
+
+
+def resolve_manager(manager: Any = None, **kwargs: Any) -> Any:
+    """``manager`` itself, or ``wf.ContextManager(**kwargs)`` (kwargs without None values)."""
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    if manager is not None:
+        if given:
+            raise ValueError(
+                f"pass either manager= or ContextManager arguments ({', '.join(given)})"
+            )
+        return manager
+    from windowfit.manager import ContextManager
+
+    return ContextManager(**given)
