@@ -24,7 +24,7 @@ from windowfit.counting import (
     get_encoding,
 )
 from windowfit.fitting import FitResult, fit, repair
-from windowfit.manager import ContextManager, Prepared
+from windowfit.manager import Budget, ContextManager, Prepared, StrategyDecision, choose_strategy, compute_budget
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.session import Session
 from windowfit.store import (
@@ -54,6 +54,10 @@ __all__ = [
     # managing a conversation
     "ContextManager",
     "Prepared",
+    "Budget",
+    "compute_budget",
+    "StrategyDecision",
+    "choose_strategy",
     "Summarizer",
     "ExtractiveSummarizer",
     "LLMSummarizer",

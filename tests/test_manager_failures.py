@@ -1,0 +1,273 @@
+"""Failure injection: a summarizer that raises, hangs, answers "" or 10x too long never loses a
+message, never lands in the summary, keeps the budget, is reported, and is retried with backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+
+import pytest
+from test_manager import check_prompt
+from windowfit.demo import simulate_session
+from windowfit.manager import ENV_VARS, ContextManager
+from windowfit.summarize import ExtractiveSummarizer
+
+WINDOW = {"model": "gpt-4o", "context_window": 6000, "output_reserve": 800, "preference": "quality"}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def session():
+    return simulate_session(120, seed=5)
+
+
+class Flaky:
+    """A summarizer that misbehaves in a chosen way for its first ``fail`` calls."""
+
+    inline = True
+
+    def __init__(self, mode: str, fail: int = 10**9, sleep: float = 1.0) -> None:
+        self.mode = mode
+        self.fail = fail
+        self.sleep = sleep
+        self.calls: list[int] = []  # the target of each call
+        self.good = ExtractiveSummarizer()
+
+    def __call__(self, messages, *, previous_summary, target_tokens, language):
+        self.calls.append(target_tokens)
+        if len(self.calls) <= self.fail:
+            if self.mode == "raise":
+                raise RuntimeError("HTTP 500 from the summarizer: SECRET-ERROR-TEXT")
+            if self.mode == "empty":
+                return ""
+            if self.mode == "blank":
+                return "  \n "
+            if self.mode == "none":
+                return None
+            if self.mode == "number":
+                return 42
+            if self.mode == "oversize":
+                return "SECRET-ERROR-TEXT lorem ipsum " * (target_tokens * 10)
+            if self.mode == "timeout":
+                time.sleep(self.sleep)
+                return "too late SECRET-ERROR-TEXT"
+        return self.good(
+            messages,
+            previous_summary=previous_summary,
+            target_tokens=target_tokens,
+            language=language,
+        )
+
+
+class SlowThreaded(Flaky):
+    """Like Flaky but run in a worker thread by the manager (not inline), so it can time out."""
+
+    inline = False
+
+
+def drive(cm: ContextManager, session, limit: int | None = None) -> list:
+    state = None
+    out = []
+    for n, (_, history) in enumerate(session.prefixes()):
+        if limit is not None and n >= limit:
+            break
+        p = cm.prepare(history, state)
+        check_prompt(cm, history, p)  # budget kept, system + latest user present, no orphans
+        out.append((history, p))
+        state = p.state
+    return out
+
+
+@pytest.mark.parametrize("mode", ["raise", "empty", "blank", "none", "number", "oversize"])
+def test_failures_never_lose_messages_or_store_errors(session, mode: str) -> None:
+    flaky = Flaky(mode)
+    cm = ContextManager(summarizer=flaky, **WINDOW)
+    results = drive(cm, session)
+    failed = [p for _, p in results if p.stats["summary_failed"]]
+    assert flaky.calls, "the summarizer was never asked"
+    assert len(failed) == len(flaky.calls)  # every failure is reported
+    for history, p in results:
+        s = p.stats
+        assert p.state["summary"] == ""  # nothing was ever accepted ...
+        assert "SECRET-ERROR-TEXT" not in json.dumps(p.messages)  # ... so no error text is sent
+        assert p.state["summarized_until"] == 0  # no message was marked as summarized
+        if s["summary_failed"]:
+            assert s["strategy"] == "fallback" and s["summary_error"]
+            assert "fitting plainly" in s["strategy_reason"]
+            assert p.state["failures"] >= 1 and p.state["last_error"]
+            assert p.state["cut"] == results[0][1].state["cut"] or not s["compacted"]
+    errors = {p.stats["summary_error"] for _, p in results if p.stats["summary_failed"]}
+    expected = {
+        "raise": "RuntimeError",
+        "empty": "empty",
+        "blank": "empty",
+        "none": "NoneType",
+        "number": "int",
+        "oversize": "oversize",
+    }[mode]
+    assert all(expected in e for e in errors), errors
+
+
+def test_retry_next_turn_then_backoff(session) -> None:
+    flaky = Flaky("raise")
+    cm = ContextManager(summarizer=flaky, **WINDOW)
+    results = drive(cm, session)
+    failed = [p for _, p in results if p.stats["summary_failed"]]
+    assert len(failed) >= 4
+    # consecutive failures count up; each schedules the next attempt 1, 2, 4, 8... turns later
+    assert [p.state["failures"] for p in failed] == list(range(1, len(failed) + 1))
+    for p in failed:
+        assert p.state["retry_turn"] - p.stats["turn"] == min(2 ** (p.state["failures"] - 1), 32)
+    turns = [p.stats["turn"] for p in failed]
+    gaps = [b - a for a, b in itertools.pairwise(turns)]
+    assert gaps[0] == 1  # the first failure is retried on the very next turn
+    assert all(gap >= min(2**k, 32) for k, gap in enumerate(gaps))
+    backing_off = [p for _, p in results if "backing off" in p.stats["strategy_reason"]]
+    assert backing_off and all(p.stats["strategy"] == "truncate" for p in backing_off)
+    # while backing off the cut still moves (plain truncation), so prompts stay in budget
+    assert all(p.stats["tokens"] <= cm.context_window - cm.output_reserve for _, p in results)
+
+
+def test_recovery_folds_everything_pending(session) -> None:
+    flaky = Flaky("raise", fail=3)
+    cm = ContextManager(summarizer=flaky, **WINDOW)
+    results = drive(cm, session)
+    final = results[-1][1]
+    assert final.state["failures"] == 0 and final.state["last_error"] is None
+    assert final.state["summary"] and final.state["summaries"] >= 2
+    # the messages evicted while the summarizer was down were folded in after it recovered
+    assert final.stats["messages_pending"] <= results[-1][1].stats["messages_total"] // 4
+    first_good = next(
+        p for _, p in results if p.stats["summary_triggered"] and not p.stats["summary_failed"]
+    )
+    assert "We are preparing the grades service" in first_good.state["summary"]
+
+
+def test_timeouts_do_not_block_the_turn(session) -> None:
+    slow = SlowThreaded("timeout", fail=2, sleep=3.0)
+    cm = ContextManager(summarizer=slow, summary_timeout=0.2, **WINDOW)
+    t0 = time.monotonic()
+    results = drive(cm, session, limit=200)
+    timed_out = [p for _, p in results if p.stats["summary_failed"]]
+    assert len(timed_out) == 2
+    assert all("timed out after 0.2s" in p.stats["summary_error"] for p in timed_out)
+    assert all(p.stats["summary_ms"] < 1500 for p in timed_out)
+    assert time.monotonic() - t0 < 10
+    assert results[-1][1].state["summary"] and "too late" not in results[-1][1].state["summary"]
+
+
+def test_async_failures_and_timeouts(session) -> None:
+    class AsyncFlaky:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.good = ExtractiveSummarizer()
+
+        async def __call__(self, messages, *, previous_summary, target_tokens, language):
+            self.calls += 1
+            if self.calls == 1:
+                raise ConnectionError("endpoint down")
+            if self.calls == 2:
+                await asyncio.sleep(5)
+            return self.good(
+                messages,
+                previous_summary=previous_summary,
+                target_tokens=target_tokens,
+                language=language,
+            )
+
+    s = AsyncFlaky()
+    cm = ContextManager(summarizer=s, summary_timeout=0.2, **WINDOW)
+
+    async def main() -> list:
+        state = None
+        out = []
+        for n, (_, history) in enumerate(session.prefixes()):
+            if n >= 200:
+                break
+            p = await cm.aprepare(history, state)
+            check_prompt(cm, history, p)
+            out.append(p)
+            state = p.state
+        return out
+
+    t0 = time.monotonic()
+    prepared = asyncio.run(main())
+    assert time.monotonic() - t0 < 10
+    errors = [p.stats["summary_error"] for p in prepared if p.stats["summary_failed"]]
+    assert errors[0].startswith("ConnectionError: endpoint down")
+    assert errors[1] == "timed out after 0.2s"
+    assert prepared[-1].state["summary"] and prepared[-1].state["failures"] == 0
+
+
+def test_sync_summarizer_in_aprepare_and_async_in_prepare(session) -> None:
+    calls: list[str] = []
+    main_thread = threading.get_ident()
+
+    def sync_summarizer(messages, *, previous_summary, target_tokens, language):
+        calls.append("thread" if threading.get_ident() != main_thread else "main")
+        return ExtractiveSummarizer()(
+            messages,
+            previous_summary=previous_summary,
+            target_tokens=target_tokens,
+            language=language,
+        )
+
+    async def async_summarizer(messages, *, previous_summary, target_tokens, language):
+        calls.append("async")
+        return ExtractiveSummarizer()(
+            messages,
+            previous_summary=previous_summary,
+            target_tokens=target_tokens,
+            language=language,
+        )
+
+    history = session.messages[: session.calls[150]]
+    cm = ContextManager(summarizer=sync_summarizer, **WINDOW)
+    p = asyncio.run(cm.aprepare(history))
+    assert p.stats["summary_triggered"] and not p.stats["summary_failed"]
+    assert calls == ["thread"]  # a sync summarizer does not block the event loop
+    cm2 = ContextManager(summarizer=async_summarizer, **WINDOW)
+    p2 = cm2.prepare(history)
+    assert p2.stats["summary_triggered"] and not p2.stats["summary_failed"]
+    assert calls[-1] == "async"
+
+
+def test_a_mutating_summarizer_cannot_touch_the_history(session) -> None:
+    def vandal(messages, *, previous_summary, target_tokens, language):
+        for m in messages:
+            m["content"] = "VANDALIZED"
+            m.pop("tool_calls", None)
+        messages.clear()
+        return "## Goal\n- something"
+
+    history = session.messages[: session.calls[150]]
+    snapshot = json.dumps(history)
+    p = ContextManager(summarizer=vandal, **WINDOW).prepare(history)
+    assert json.dumps(history) == snapshot
+    assert "VANDALIZED" not in json.dumps(p.messages)
+
+
+def test_a_summary_that_no_longer_fits_is_dropped_not_fatal(session) -> None:
+    cm = ContextManager(**WINDOW)
+    history = session.messages[: session.calls[150]]
+    p = cm.prepare(history)
+    assert p.state["summary"]
+    # a huge system message arrives: summary + system + latest user no longer fit together
+    grown = history + [{"role": "system", "content": "late rule " * 2300}]
+    frozen = ContextManager(summarizer="none", **WINDOW)  # cannot re-summarize smaller
+    p2 = frozen.prepare(grown, p.state)
+    check_prompt(frozen, grown, p2)
+    assert p2.stats["summary_dropped"] and not p2.stats["has_summary"]
+    assert p2.state["summary"] == p.state["summary"]  # kept for when it fits again
+    # with a summarizer, the manager re-summarizes into the smaller budget instead
+    p3 = cm.prepare(grown, p.state)
+    check_prompt(cm, grown, p3)
+    assert p3.stats["summary_dropped"] or p3.stats["tokens_summary"] <= p3.stats["summary_budget"]
