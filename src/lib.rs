@@ -6,6 +6,7 @@ pub mod count;
 pub mod error;
 pub mod fit;
 pub mod tokenize;
+pub mod truncate;
 
 #[cfg(feature = "python")]
 mod python;

@@ -21,6 +21,7 @@ use crate::count::{Counter, ImageDetail, KeyBuilder, Message, MessageFormat, Par
 use crate::error::Error;
 use crate::fit::{self, FitOptions, FitPlan, MessageInfo, Role, Unanswered};
 use crate::tokenize::{Backend, Heuristic, HfTokenizer, OpenAiEncoding, TiktokenFile};
+use crate::truncate::{self, Direction, Limits, TruncateOptions};
 
 create_exception!(_core, BudgetError, PyValueError, "The pinned messages alone exceed the token budget.");
 create_exception!(_core, InvalidMessageError, PyValueError, "A message has a bad value; the message names its index and field.");
@@ -1071,6 +1072,59 @@ fn repair_indices<'py>(
     plan_to_py(py, plan)
 }
 
+// ---------------------------------------------------------------- truncate
+
+/// Cut `text` to the limits (tokens by `counter`, lines, bytes: the tightest wins), keeping
+/// its head, tail or both around `marker`. Returns the fields of `windowfit.Truncation`.
+#[pyfunction]
+#[pyo3(signature = (counter, text, *, max_tokens=None, max_lines=None, max_bytes=None, direction="head",
+                    marker=truncate::DEFAULT_MARKER, head_ratio=0.5))]
+#[allow(clippy::too_many_arguments)]
+fn truncate_text<'py>(
+    py: Python<'py>,
+    counter: &Bound<'py, PyCounter>,
+    text: &Bound<'py, PyAny>,
+    max_tokens: Option<usize>,
+    max_lines: Option<usize>,
+    max_bytes: Option<usize>,
+    direction: &str,
+    marker: &str,
+    head_ratio: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let counter = counter.get().inner.clone();
+    let text = extract_text(text, "text")?;
+    let direction: Direction = direction.parse().map_err(to_py_err)?;
+    // An estimate's counts are scaled by its calibration: cut to the raw count that scales
+    // to at most max_tokens, so re-counting with the same counter stays within the limit.
+    let scale = if counter.is_exact() { 1.0 } else { counter.calibration() };
+    let raw_max = max_tokens.map(|m| if scale == 1.0 { m } else { (m as f64 / scale).floor() as usize });
+    let limits = Limits { max_tokens: raw_max, max_lines, max_bytes };
+    let marker = marker.to_string();
+    let t = guarded("truncate", || {
+        py.detach(|| {
+            let opts = TruncateOptions { direction, marker: &marker, head_ratio };
+            truncate::truncate(counter.backend().as_ref(), text.as_ref(), &limits, &opts)
+        })
+        .map_err(to_py_err)
+    })?;
+    let scaled = |n: usize| if scale == 1.0 { n } else { (n as f64 * scale).ceil() as usize };
+    let d = PyDict::new(py);
+    d.set_item("text", &t.text)?;
+    d.set_item("truncated", t.truncated)?;
+    d.set_item("original_tokens", scaled(t.original_tokens))?;
+    d.set_item("tokens", scaled(t.tokens))?;
+    d.set_item("omitted_tokens", scaled(t.omitted_tokens))?;
+    d.set_item("original_lines", t.original_lines)?;
+    d.set_item("kept_lines", t.kept_lines)?;
+    d.set_item("original_bytes", t.original_bytes)?;
+    d.set_item("kept_bytes", t.kept_bytes)?;
+    d.set_item("head_end", t.head_end)?;
+    d.set_item("tail_start", t.tail_start)?;
+    d.set_item("marker_used", t.marker_used)?;
+    d.set_item("direction", direction.as_str())?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1079,6 +1133,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(fit_indices, m)?)?;
     m.add_function(wrap_pyfunction!(repair_indices, m)?)?;
+    m.add_function(wrap_pyfunction!(truncate_text, m)?)?;
+    m.add("DEFAULT_MARKER", truncate::DEFAULT_MARKER)?;
     m.add("BudgetError", py.get_type::<BudgetError>())?;
     m.add("InvalidMessageError", py.get_type::<InvalidMessageError>())?;
     m.add("MessageTypeError", py.get_type::<MessageTypeError>())?;

@@ -37,6 +37,7 @@ from windowfit.store import (
     open_store,
 )
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
+from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker
 
 __all__ = [
@@ -51,6 +52,10 @@ __all__ = [
     "fit",
     "repair",
     "FitResult",
+    # truncation
+    "truncate",
+    "Truncation",
+    "DEFAULT_MARKER",
     # managing a conversation
     "ContextManager",
     "Prepared",
