@@ -38,7 +38,6 @@ from windowfit.integrations.langgraph import WindowfitAgentState, pre_model_hook
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-TRUNCATION: dict[str, Any] = {} if hasattr(wf, "truncate") else {"tool_output_max_tokens": 0}
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho".split()
 
 
@@ -251,7 +250,6 @@ def test_langgraph_react_agent_200_turns_with_context_manager() -> None:
         output_reserve=reserve,
         system=PROMPT,
         tools=TOOLS,
-        **TRUNCATION,
     )
     state = _drive(_react_agent(model, hook, PROMPT), model, turns, PROMPT, window - reserve)
     summary = state["windowfit"]["summary"]
@@ -261,16 +259,16 @@ def test_langgraph_react_agent_200_turns_with_context_manager() -> None:
         isinstance(m, SystemMessage) and summary[:40] in m.content for m in model.seen[-1][1:]
     )
     assert hook.windower.last_stats["has_summary"]
-    if not TRUNCATION:  # big tool outputs reached the model cut; the state keeps them whole
-        full = {m.tool_call_id: m.content for m in state["messages"] if isinstance(m, ToolMessage)}
-        cut = [
-            m
-            for seen in model.seen
-            for m in seen
-            if isinstance(m, ToolMessage) and m.content != full[m.tool_call_id]
-        ]
-        assert cut and all(len(m.content) < len(full[m.tool_call_id]) for m in cut)
-        assert all(m.id and m.name == "read_file" for m in cut)  # copies of the originals
+    # big tool outputs reached the model cut; the state keeps them whole
+    full = {m.tool_call_id: m.content for m in state["messages"] if isinstance(m, ToolMessage)}
+    cut = [
+        m
+        for seen in model.seen
+        for m in seen
+        if isinstance(m, ToolMessage) and m.content != full[m.tool_call_id]
+    ]
+    assert cut and all(len(m.content) < len(full[m.tool_call_id]) for m in cut)
+    assert all(m.id and m.name == "read_file" for m in cut)  # copies of the originals
 
 
 def test_langchain_agent_200_turns_with_middleware() -> None:
@@ -281,7 +279,7 @@ def test_langchain_agent_200_turns_with_middleware() -> None:
     turns, window, reserve = 200, 9000, 1000
     model = RecordingChat(messages=script(turns))
     mw = WindowfitMiddleware(
-        model="gpt-4o", context_window=window, output_reserve=reserve, **TRUNCATION
+        model="gpt-4o", context_window=window, output_reserve=reserve
     )
     agent = create_agent(
         model, TOOLS, system_prompt=PROMPT, middleware=[mw], checkpointer=InMemorySaver()

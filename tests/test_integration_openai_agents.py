@@ -29,7 +29,6 @@ from windowfit.store import MemoryStore  # noqa: E402
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-TRUNCATION: dict[str, Any] = {} if hasattr(wf, "truncate") else {"tool_output_max_tokens": 0}
 set_tracing_disabled(True)  # offline: the SDK would try to export traces
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 INSTRUCTIONS = "You are a code assistant."
@@ -142,7 +141,6 @@ def test_session_with_context_manager_summarizes_into_the_store_state() -> None:
         context_window=window,
         output_reserve=reserve,
         instructions=INSTRUCTIONS,
-        **TRUNCATION,
     )
     agent = Agent(name="coder", instructions=INSTRUCTIONS, model=model, tools=[read_file])
     run_turns(agent, session, turns)

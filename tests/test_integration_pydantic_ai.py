@@ -38,7 +38,6 @@ from windowfit.integrations.pydantic_ai import (  # noqa: E402
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-TRUNCATION: dict[str, Any] = {} if hasattr(wf, "truncate") else {"tool_output_max_tokens": 0}
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 INSTRUCTIONS = "You are a code assistant."
 
@@ -333,7 +332,7 @@ def test_agent_200_turns_with_context_manager_capability() -> None:
     script, window, reserve = Scripted(), 9000, 1000
     cap = WindowfitCapability(
         model="gpt-4o",
-        options={"context_window": window, "output_reserve": reserve, **TRUNCATION},
+        options={"context_window": window, "output_reserve": reserve},
     )
     agent = make_agent(script, capabilities=[cap])
     history = drive(agent, script, 200, window - reserve, keep_history=True)
@@ -356,7 +355,6 @@ def test_processor_with_context_manager_keeps_the_full_history_itself() -> None:
         takes_ctx=True,
         context_window=window,
         output_reserve=reserve,
-        **TRUNCATION,
     )
     agent = make_agent(script, capabilities=[ProcessHistory(proc)])
     history: list[ModelMessage] = []

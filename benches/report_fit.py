@@ -1,0 +1,126 @@
+"""Print the fitting benchmark as a markdown table (benches/RESULTS.md, section "Fitting").
+
+    .venv/bin/python benches/report_fit.py            # 100 .. 100,000 messages; LangChain up to 10,000
+    .venv/bin/python benches/report_fit.py --full     # also time LangChain once at 100,000
+    .venv/bin/python benches/report_fit.py --sizes 100 1000
+
+The workload, counters and the rules of the comparison are described in bench_fit.py. Times
+are the best of several runs (LangChain at 10,000+ messages: one run). Each size also checks
+that windowfit and LangChain keep exactly the same messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fit as b
+import windowfit as wf
+
+
+def best(
+    fn: Callable[[], Any], runs: int, setup: Callable[[], Any] | None = None
+) -> tuple[float, Any]:
+    """(best seconds, last result) over ``runs`` calls; ``setup`` runs untimed before each."""
+    t, out = float("inf"), None
+    for _ in range(runs):
+        arg = setup() if setup else None
+        s = time.perf_counter()
+        out = fn() if setup is None else fn(arg)  # type: ignore[call-arg]
+        t = min(t, time.perf_counter() - s)
+    return t, out
+
+
+def ms(s: float | None) -> str:
+    if s is None:
+        return "—"
+    return f"{s * 1e3:,.2f} ms" if s < 1 else f"{s:,.2f} s"
+
+
+def ratio(a: float | None, b_: float | None) -> str:
+    return "—" if a is None or b_ is None else f"{b_ / a:,.0f}x"
+
+
+def measure(n: int, lc_count: Any, *, run_langchain: bool) -> tuple:
+    """One row: (messages, MB of text, kept, cold, LangChain cold, warm, LangChain warm)."""
+    h = b.history(n)
+    text_mb = sum(len(m.get("content") or "") for m in h) / 1e6
+    runs = 5 if n <= 10_000 else 2
+    cold, r = best(lambda c: wf.fit(h, b.BUDGET, counter=c), runs, setup=lambda: b.cold_counter(n))
+    assert r.tokens <= b.BUDGET
+
+    # the agent loop: last turn's history was fitted; one more turn, fit again
+    c = b.cold_counter(n + 100)
+    wf.fit(h, b.BUDGET, counter=c)
+    nexts = iter([h + b.next_turn(k) for k in range(runs * 4)])
+    warm, _ = best(lambda: wf.fit(next(nexts), b.BUDGET, counter=c), runs * 4)
+
+    lc_cold = lc_warm = None
+    if run_langchain:
+        lc_runs = 3 if n <= 1_000 else 1
+        lc = b.to_langchain(h)
+        lc_cold, out = best(lambda: b.langchain_trim(lc, lc_count), lc_runs)
+        b.same_selection(r, lc, out)
+        h2 = h + b.next_turn(0)
+        lc2 = b.to_langchain(h2)
+        lc_warm, out2 = best(lambda: b.langchain_trim(lc2, lc_count), lc_runs)
+        b.same_selection(wf.fit(h2, b.BUDGET, counter=c), lc2, out2)
+    print(
+        f"  {n:>7,} messages: cold {ms(cold)}, warm {ms(warm)}, "
+        f"LangChain {ms(lc_cold)} / {ms(lc_warm)}",
+        file=sys.stderr,
+    )
+    return (n, text_mb, len(r.kept), cold, lc_cold, warm, lc_warm)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--sizes", type=int, nargs="*", default=b.SIZES)
+    ap.add_argument(
+        "--full", action="store_true", help="also run LangChain above 10,000 messages (one run)"
+    )
+    ap.add_argument("--label", default="", help="build label for the header, e.g. 'release'")
+    args = ap.parse_args()
+
+    enc = b.tiktoken_encoding()
+    enc.encode_ordinary("warm up the regex " * 100)
+    lc_count = b.langchain_counter(enc)
+    lc_limit = max(args.sizes) if args.full else b.LANGCHAIN_MAX
+
+    rows = [measure(n, lc_count, run_langchain=n <= lc_limit) for n in args.sizes]
+
+    label = f" ({args.label} build)" if args.label else ""
+    print(f"### Fitting{label}\n")
+    print(
+        f'wf.fit vs LangChain `trim_messages` (strategy="last", include_system, start_on="human"), '
+        f"budget {b.BUDGET:,} tokens, exact cl100k_base counts on both sides, identical selections "
+        f"checked. Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n"
+    )
+    print(
+        "| messages | text | kept | windowfit cold | LangChain | cold speedup "
+        "| windowfit warm (+1 turn) | LangChain (+1 turn) | warm speedup | cold µs/msg | warm µs/msg |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, mb, kept, cold, lcc, warm, lcw in rows:
+        print(
+            f"| {n:,} | {mb:,.1f} MB | {kept} | {ms(cold)} | {ms(lcc)} | {ratio(cold, lcc)} "
+            f"| {ms(warm)} | {ms(lcw)} | {ratio(warm, lcw)} | {cold / n * 1e6:,.2f} | {warm / (n + 2) * 1e6:,.3f} |"
+        )
+    if not args.full and any(n > b.LANGCHAIN_MAX for n, *_ in rows):
+        print(
+            f"\nLangChain is not run above {b.LANGCHAIN_MAX:,} messages (use --full to time it once)."
+        )
+
+
+if __name__ == "__main__":
+    main()
