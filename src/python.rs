@@ -899,16 +899,76 @@ fn info_of(m: &Message<Text>, tokens: usize) -> MessageInfo {
     }
 }
 
+/// Messages read for counting and selection: `infos` (tokens filled for cache hits), the
+/// misses still to count (`pending`: index, key, full message), and with `keep_calls` the
+/// full form of messages making tool calls (for recounting when calls are stripped).
+struct ReadMessages<'py> {
+    infos: Vec<MessageInfo>,
+    pending: Vec<(usize, u128, Pending<'py>)>,
+    full: HashMap<usize, Message<Text>>,
+}
+
+/// A message not found in the cache: extracted only if it ever needs counting, since a fit
+/// leaves most of a long history uncounted and re-reads it every turn.
+enum Pending<'py> {
+    /// Read by the light path (which checks a subset of what full extraction checks).
+    Read(Bound<'py, PyAny>),
+    Extracted(Message<Text>),
+}
+
+impl<'py> ReadMessages<'py> {
+    /// Count the pending messages selected by `which` (in parallel when there is enough new
+    /// text), without the GIL.
+    fn count_pending(&mut self, py: Python<'py>, counter: &Counter, keep_calls: bool, which: impl Fn(usize) -> bool) -> PyResult<()> {
+        let (selected, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|(i, _, _)| which(*i));
+        self.pending = later;
+        if selected.is_empty() {
+            return Ok(());
+        }
+        let mut now = Vec::with_capacity(selected.len());
+        for (i, key, p) in selected {
+            let m = match p {
+                Pending::Read(obj) => extract_message(py, i, &obj)?,
+                Pending::Extracted(m) => m,
+            };
+            now.push((i, key, m));
+        }
+        let counts = guarded("counting", || {
+            Ok(py.detach(|| {
+                let refs: Vec<(u128, &Message<Text>)> = now.iter().map(|(_, k, m)| (*k, m)).collect();
+                counter.count_missing(&refs)
+            }))
+        })?;
+        for ((i, _, m), t) in now.into_iter().zip(counts) {
+            self.infos[i].tokens = t as u64;
+            if keep_calls && !m.tool_calls.is_empty() {
+                self.full.insert(i, m);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Each message's `MessageInfo` with its token count. Warm messages cost a borrowed read and
-/// a hash; the others are fully extracted (with the GIL) and counted without it, in
-/// parallel when there is enough new text. With `keep_calls`, messages making tool calls
-/// are also returned fully extracted (for recounting when calls are stripped).
+/// a hash; the others are fully extracted (with the GIL) and counted without it.
 fn counted_messages(
     py: Python<'_>,
     counter: &Counter,
     messages: &Bound<'_, PyAny>,
     keep_calls: bool,
 ) -> PyResult<(Vec<MessageInfo>, HashMap<usize, Message<Text>>)> {
+    let mut read = read_messages(py, counter, messages, keep_calls)?;
+    read.count_pending(py, counter, keep_calls, |_| true)?;
+    Ok((read.infos, read.full))
+}
+
+/// Read every message; count nothing that is not already cached.
+fn read_messages<'py>(
+    py: Python<'py>,
+    counter: &Counter,
+    messages: &Bound<'py, PyAny>,
+    keep_calls: bool,
+) -> PyResult<ReadMessages<'py>> {
     if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!("messages must be a list of message dicts, not a {}", type_name(messages))));
     }
@@ -927,7 +987,7 @@ fn counted_messages(
     let format = counter.format();
     let mut key_builder = KeyBuilder::new(&format);
     let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
-    let mut missing: Vec<(usize, u128, Message<Text>)> = Vec::new();
+    let mut missing: Vec<(usize, u128, Pending<'py>)> = Vec::new();
     let mut full: HashMap<usize, Message<Text>> = HashMap::new();
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
@@ -952,7 +1012,7 @@ fn counted_messages(
                     }
                     None => {
                         infos.push(info);
-                        missing.push((i, l.key, extract_message(py, i, &obj)?));
+                        missing.push((i, l.key, Pending::Read(obj)));
                     }
                 }
             }
@@ -968,27 +1028,74 @@ fn counted_messages(
                     }
                     None => {
                         infos.push(info_of(&m, 0));
-                        missing.push((i, key, m));
+                        missing.push((i, key, Pending::Extracted(m)));
                     }
                 }
             }
         }
     }
-    if !missing.is_empty() {
-        let counts = guarded("counting", || {
-            Ok(py.detach(|| {
-                let refs: Vec<(u128, &Message<Text>)> = missing.iter().map(|(_, k, m)| (*k, m)).collect();
-                counter.count_missing(&refs)
-            }))
-        })?;
-        for ((i, _, m), t) in missing.into_iter().zip(counts) {
-            infos[i].tokens = t as u64;
-            if keep_calls && !m.tool_calls.is_empty() {
-                full.insert(i, m);
-            }
+    Ok(ReadMessages { infos, pending: missing, full })
+}
+
+/// Token count given to messages the selection never needs to count: larger than any
+/// budget, so a unit holding one never fits (see `count_for_window`).
+const UNCOUNTED: u64 = u64::MAX >> 4;
+
+/// Count only what the window can reach. The window grows newest-first and contiguously, so
+/// once the valid, non-pin messages of a suffix `[b, n)` together with the pins exceed the
+/// budget, no message before `b` can be kept: those stay uncounted (cold fits of long
+/// histories then cost the window, not the history). Pins are always counted; `strip` mode
+/// and explicit pins count everything (recounted units make the bound unsafe).
+fn count_for_window<'py>(
+    py: Python<'py>,
+    counter: &Counter,
+    read: &mut ReadMessages<'py>,
+    budget: u64,
+    opts: &FitOptions,
+) -> PyResult<bool> {
+    let keep_calls = matches!(opts.unanswered, Unanswered::Strip);
+    let n = read.infos.len();
+    if read.pending.is_empty() {
+        return Ok(true);
+    }
+    if keep_calls || !opts.pinned.is_empty() {
+        read.count_pending(py, counter, keep_calls, |_| true)?;
+        return Ok(true);
+    }
+    // Validity (pairing) needs ids only.
+    let zero: Vec<MessageInfo> = read.infos.iter().map(|m| MessageInfo { tokens: 0, ..m.clone() }).collect();
+    let valid = fit::repair(&zero, Unanswered::Drop, 0, &|_, _| 0).kept;
+    let mut is_valid = vec![false; n];
+    for i in valid {
+        if let Some(v) = is_valid.get_mut(i) {
+            *v = true;
         }
     }
-    Ok((infos, full))
+    // Possible pins, counted up front: system/developer messages and the latest user turn.
+    let last_user = read.infos.iter().rposition(|m| m.is_user_turn());
+    let is_pin = |i: usize, m: &MessageInfo| m.role.is_system() || Some(i) == last_user;
+    let pins: Vec<bool> = read.infos.iter().enumerate().map(|(i, m)| is_pin(i, m)).collect();
+    read.count_pending(py, counter, false, |i| pins[i])?;
+    let pins_tokens: u128 = read.infos.iter().zip(&pins).filter(|(_, p)| **p).map(|(m, _)| u128::from(m.tokens)).sum();
+    let limit = u128::from(budget);
+    let mut b = n;
+    let mut step = 256usize;
+    let mut window: u128 = 0;
+    while b > 0 {
+        let nb = b.saturating_sub(step);
+        read.count_pending(py, counter, false, |i| i >= nb && i < b)?;
+        window += (nb..b).filter(|&i| is_valid[i] && !pins[i]).map(|i| u128::from(read.infos[i].tokens)).sum::<u128>();
+        b = nb;
+        if window + pins_tokens + u128::from(opts.reply_priming) > limit {
+            break;
+        }
+        step = step.saturating_mul(2);
+    }
+    let complete = read.pending.is_empty();
+    for (i, _, _) in &read.pending {
+        read.infos[*i].tokens = UNCOUNTED;
+    }
+    Ok(complete)
 }
 
 fn plan_to_py<'py>(py: Python<'py>, plan: FitPlan) -> PyResult<Bound<'py, PyTuple>> {
@@ -1025,7 +1132,7 @@ fn fit_indices<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let counter = counter.get().inner.clone();
     let strip = unanswered_of(unanswered)?;
-    let (infos, full) = counted_messages(py, &counter, messages, matches!(strip, Unanswered::Strip))?;
+    let mut read = read_messages(py, &counter, messages, matches!(strip, Unanswered::Strip))?;
     let opts = FitOptions {
         keep_system,
         keep_last_user,
@@ -1034,6 +1141,8 @@ fn fit_indices<'py>(
         unanswered: strip,
         reply_priming: counter.format().reply_priming as u64,
     };
+    let complete = count_for_window(py, &counter, &mut read, budget, &opts)?;
+    let (infos, full) = (read.infos, read.full);
     let plan = guarded("fit", || {
         py.detach(|| {
             let recount = |i: usize, skip: &[String]| -> u64 {
@@ -1044,7 +1153,13 @@ fn fit_indices<'py>(
         })
         .map_err(to_py_err)
     })?;
-    plan_to_py(py, plan)
+    let out = plan_to_py(py, plan)?;
+    if !complete {
+        // Messages the window could not reach were never counted: the Python layer counts
+        // `tokens_dropped` on demand.
+        out.get_item(4)?.cast::<PyDict>()?.set_item("tokens_dropped", py.None())?;
+    }
+    Ok(out)
 }
 
 /// Only the orphan / unanswered-call cleaning of `fit_indices`, with no budget.

@@ -8,14 +8,46 @@ arguments and builds the result from the caller's own message objects.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from windowfit import _core
 from windowfit.counting import Counter, resolve_counter
 
-__all__ = ["FitResult", "fit", "repair"]
+__all__ = ["FitResult", "FitStats", "fit", "repair"]
+
+
+class FitStats(Mapping[str, Any]):
+    """The statistics of a fit: a read-only mapping.
+
+    A cold fit counts only the messages its window can reach, so the tokens of far older
+    dropped messages may not be known yet: ``stats["tokens_dropped"]`` counts them on first
+    access (through the counter's cache) and is exact.
+    """
+
+    __slots__ = ("_data", "_pending")
+
+    def __init__(self, data: dict[str, Any], pending: tuple[Any, list[Any]] | None = None) -> None:
+        self._data = data
+        self._pending = pending  # (counter, dropped messages) while tokens_dropped is unknown
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "tokens_dropped" and self._pending is not None:
+            counter, dropped = self._pending
+            self._data["tokens_dropped"] = sum(counter.count_each_message(dropped))
+            self._pending = None
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        shown = {k: ("<on access>" if k == "tokens_dropped" and self._pending else v) for k, v in self._data.items()}
+        return f"FitStats({shown!r})"
 
 
 @dataclass(frozen=True)
@@ -32,7 +64,7 @@ class FitResult:
     dropped: list[int]
     tokens: int
     budget: int | None
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _budget(budget: Any) -> int:
@@ -106,7 +138,7 @@ def _empty(budget: int | None) -> FitResult:
     return FitResult([], [], [], 0, budget, stats)
 
 
-def _result(messages: list[Any], raw: tuple, budget: int | None) -> FitResult:
+def _result(messages: list[Any], raw: tuple, budget: int | None, counter: Counter) -> FitResult:
     kept, dropped, stripped, tokens, stats = raw
     chosen = [messages[i] for i in kept]
     if stripped:
@@ -115,8 +147,11 @@ def _result(messages: list[Any], raw: tuple, budget: int | None) -> FitResult:
             chosen[where[i]] = _stripped(messages[i], ids)
     if not kept:
         tokens = 0  # an empty prompt primes no reply
-    stats = dict(stats, budget=budget, tokens=tokens)
-    return FitResult(chosen, list(kept), list(dropped), int(tokens), budget, stats)
+    data = dict(stats, budget=budget, tokens=tokens)
+    pending = None
+    if data.get("tokens_dropped") is None:
+        pending = (counter, [messages[i] for i in dropped])
+    return FitResult(chosen, list(kept), list(dropped), int(tokens), budget, FitStats(data, pending))
 
 
 def fit(
@@ -161,7 +196,7 @@ def fit(
         pinned=_pins(pinned, len(msgs)),
         unanswered=unanswered,
     )
-    return _result(msgs, raw, b)
+    return _result(msgs, raw, b, c)
 
 
 def repair(
@@ -181,4 +216,4 @@ def repair(
     c = resolve_counter(counter, model)
     if not msgs:
         return _empty(None)
-    return _result(msgs, _core.repair_indices(c, msgs, unanswered=unanswered), None)
+    return _result(msgs, _core.repair_indices(c, msgs, unanswered=unanswered), None, c)
