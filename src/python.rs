@@ -904,7 +904,9 @@ fn info_of(m: &Message<Text>, tokens: usize) -> MessageInfo {
 /// full form of messages making tool calls (for recounting when calls are stripped).
 struct ReadMessages<'py> {
     infos: Vec<MessageInfo>,
-    pending: Vec<(usize, u128, Pending<'py>)>,
+    /// By message index: the key and message of each one still to count.
+    pending: Vec<Option<(u128, Pending<'py>)>>,
+    pending_count: usize,
     full: HashMap<usize, Message<Text>>,
 }
 
@@ -917,21 +919,28 @@ enum Pending<'py> {
 }
 
 impl<'py> ReadMessages<'py> {
-    /// Count the pending messages selected by `which` (in parallel when there is enough new
+    /// Count the pending messages among `indices` (in parallel when there is enough new
     /// text), without the GIL.
-    fn count_pending(&mut self, py: Python<'py>, counter: &Counter, keep_calls: bool, which: impl Fn(usize) -> bool) -> PyResult<()> {
-        let (selected, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending).into_iter().partition(|(i, _, _)| which(*i));
-        self.pending = later;
-        if selected.is_empty() {
-            return Ok(());
+    fn count_pending(
+        &mut self,
+        py: Python<'py>,
+        counter: &Counter,
+        keep_calls: bool,
+        indices: impl IntoIterator<Item = usize>,
+    ) -> PyResult<()> {
+        let mut now = Vec::new();
+        for i in indices {
+            if let Some((key, p)) = self.pending.get_mut(i).and_then(Option::take) {
+                let m = match p {
+                    Pending::Read(obj) => extract_message(py, i, &obj)?,
+                    Pending::Extracted(m) => m,
+                };
+                now.push((i, key, m));
+            }
         }
-        let mut now = Vec::with_capacity(selected.len());
-        for (i, key, p) in selected {
-            let m = match p {
-                Pending::Read(obj) => extract_message(py, i, &obj)?,
-                Pending::Extracted(m) => m,
-            };
-            now.push((i, key, m));
+        self.pending_count -= now.len();
+        if now.is_empty() {
+            return Ok(());
         }
         let counts = guarded("counting", || {
             Ok(py.detach(|| {
@@ -958,7 +967,8 @@ fn counted_messages(
     keep_calls: bool,
 ) -> PyResult<(Vec<MessageInfo>, HashMap<usize, Message<Text>>)> {
     let mut read = read_messages(py, counter, messages, keep_calls)?;
-    read.count_pending(py, counter, keep_calls, |_| true)?;
+    let n = read.infos.len();
+    read.count_pending(py, counter, keep_calls, 0..n)?;
     Ok((read.infos, read.full))
 }
 
@@ -987,7 +997,8 @@ fn read_messages<'py>(
     let format = counter.format();
     let mut key_builder = KeyBuilder::new(&format);
     let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
-    let mut missing: Vec<(usize, u128, Pending<'py>)> = Vec::new();
+    let mut missing: Vec<Option<(u128, Pending<'py>)>> = Vec::new();
+    let mut pending_count = 0usize;
     let mut full: HashMap<usize, Message<Text>> = HashMap::new();
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
@@ -1012,7 +1023,9 @@ fn read_messages<'py>(
                     }
                     None => {
                         infos.push(info);
-                        missing.push((i, l.key, Pending::Read(obj)));
+                        missing.resize_with(i + 1, || None);
+                        missing[i] = Some((l.key, Pending::Read(obj)));
+                        pending_count += 1;
                     }
                 }
             }
@@ -1028,13 +1041,15 @@ fn read_messages<'py>(
                     }
                     None => {
                         infos.push(info_of(&m, 0));
-                        missing.push((i, key, Pending::Extracted(m)));
+                        missing.resize_with(i + 1, || None);
+                        missing[i] = Some((key, Pending::Extracted(m)));
+                        pending_count += 1;
                     }
                 }
             }
         }
     }
-    Ok(ReadMessages { infos, pending: missing, full })
+    Ok(ReadMessages { infos, pending: missing, pending_count, full })
 }
 
 /// Token count given to messages the selection never needs to count: larger than any
@@ -1055,16 +1070,15 @@ fn count_for_window<'py>(
 ) -> PyResult<bool> {
     let keep_calls = matches!(opts.unanswered, Unanswered::Strip);
     let n = read.infos.len();
-    if read.pending.is_empty() {
+    if read.pending_count == 0 {
         return Ok(true);
     }
     if keep_calls || !opts.pinned.is_empty() {
-        read.count_pending(py, counter, keep_calls, |_| true)?;
+        read.count_pending(py, counter, keep_calls, 0..n)?;
         return Ok(true);
     }
-    // Validity (pairing) needs ids only.
-    let zero: Vec<MessageInfo> = read.infos.iter().map(|m| MessageInfo { tokens: 0, ..m.clone() }).collect();
-    let valid = fit::repair(&zero, Unanswered::Drop, 0, &|_, _| 0).kept;
+    // Validity (pairing) reads ids and roles only; the token counts are not used.
+    let valid = fit::repair(&read.infos, Unanswered::Drop, 0, &|_, _| 0).kept;
     let mut is_valid = vec![false; n];
     for i in valid {
         if let Some(v) = is_valid.get_mut(i) {
@@ -1075,7 +1089,8 @@ fn count_for_window<'py>(
     let last_user = read.infos.iter().rposition(|m| m.is_user_turn());
     let is_pin = |i: usize, m: &MessageInfo| m.role.is_system() || Some(i) == last_user;
     let pins: Vec<bool> = read.infos.iter().enumerate().map(|(i, m)| is_pin(i, m)).collect();
-    read.count_pending(py, counter, false, |i| pins[i])?;
+    let pin_indices: Vec<usize> = (0..n).filter(|&i| pins[i]).collect();
+    read.count_pending(py, counter, false, pin_indices)?;
     let pins_tokens: u128 = read.infos.iter().zip(&pins).filter(|(_, p)| **p).map(|(m, _)| u128::from(m.tokens)).sum();
     let limit = u128::from(budget);
     let mut b = n;
@@ -1083,7 +1098,7 @@ fn count_for_window<'py>(
     let mut window: u128 = 0;
     while b > 0 {
         let nb = b.saturating_sub(step);
-        read.count_pending(py, counter, false, |i| i >= nb && i < b)?;
+        read.count_pending(py, counter, false, nb..b)?;
         window += (nb..b).filter(|&i| is_valid[i] && !pins[i]).map(|i| u128::from(read.infos[i].tokens)).sum::<u128>();
         b = nb;
         if window + pins_tokens + u128::from(opts.reply_priming) > limit {
@@ -1091,9 +1106,11 @@ fn count_for_window<'py>(
         }
         step = step.saturating_mul(2);
     }
-    let complete = read.pending.is_empty();
-    for (i, _, _) in &read.pending {
-        read.infos[*i].tokens = UNCOUNTED;
+    let complete = read.pending_count == 0;
+    for (info, slot) in read.infos.iter_mut().zip(&read.pending) {
+        if slot.is_some() {
+            info.tokens = UNCOUNTED;
+        }
     }
     Ok(complete)
 }

@@ -28,14 +28,17 @@ class FitStats(Mapping[str, Any]):
 
     __slots__ = ("_data", "_pending")
 
-    def __init__(self, data: dict[str, Any], pending: tuple[Any, list[Any]] | None = None) -> None:
+    def __init__(
+        self, data: dict[str, Any], pending: tuple[Any, list[Any], list[int]] | None = None
+    ) -> None:
         self._data = data
-        self._pending = pending  # (counter, dropped messages) while tokens_dropped is unknown
+        # (counter, messages, dropped indices) while tokens_dropped is unknown
+        self._pending = pending
 
     def __getitem__(self, key: str) -> Any:
         if key == "tokens_dropped" and self._pending is not None:
-            counter, dropped = self._pending
-            self._data["tokens_dropped"] = sum(counter.count_each_message(dropped))
+            counter, messages, dropped = self._pending
+            self._data["tokens_dropped"] = sum(counter.count_each_message([messages[i] for i in dropped]))
             self._pending = None
         return self._data[key]
 
@@ -150,8 +153,8 @@ def _result(messages: list[Any], raw: tuple, budget: int | None, counter: Counte
     data = dict(stats, budget=budget, tokens=tokens)
     pending = None
     if data.get("tokens_dropped") is None:
-        pending = (counter, [messages[i] for i in dropped])
-    return FitResult(chosen, list(kept), list(dropped), int(tokens), budget, FitStats(data, pending))
+        pending = (counter, messages, dropped)
+    return FitResult(chosen, kept, dropped, int(tokens), budget, FitStats(data, pending))
 
 
 def fit(
