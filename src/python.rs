@@ -76,8 +76,17 @@ impl AsRef<str> for Text {
 fn text_from_str(s: &Bound<'_, PyString>) -> Text {
     match PyBackedStr::try_from(s.clone()) {
         Ok(b) => Text::Backed(b),
-        Err(_) => Text::Owned(s.to_string_lossy().into_owned()),
+        Err(_) => Text::Owned(replace_surrogates(s)),
     }
+}
+
+/// A string with lone surrogates as tiktoken reads it: each one becomes a single U+FFFD
+/// (UTF-16 with surrogatepass, decoded with replacement), so characters map one to one.
+fn replace_surrogates(s: &Bound<'_, PyString>) -> String {
+    s.call_method1("encode", ("utf-16-le", "surrogatepass"))
+        .and_then(|b| b.call_method1("decode", ("utf-16-le", "replace")))
+        .and_then(|t| t.extract::<String>())
+        .unwrap_or_else(|_| s.to_string_lossy().into_owned())
 }
 
 /// An id used for pairing calls with results. Ids are compared, not just counted, so an id
@@ -87,7 +96,7 @@ fn id_text(s: &Bound<'_, PyString>) -> Text {
     match PyBackedStr::try_from(s.clone()) {
         Ok(b) => Text::Backed(b),
         Err(_) => {
-            let lossy = s.to_string_lossy().into_owned();
+            let lossy = replace_surrogates(s);
             let units = s
                 .call_method1("encode", ("utf-16-le", "surrogatepass"))
                 .and_then(|b| b.extract::<Vec<u8>>())
@@ -339,6 +348,15 @@ fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAny>) -> PyRe
                 name: str_field(index, &format!("{f}.function.name"), &name)?,
                 arguments,
             });
+        }
+    }
+    // The legacy `function_call` (before tool_calls) is counted like a call without an id.
+    if let Some(fc) = get_opt(d, pyo3::intern!(d.py(), "function_call"))? {
+        let fd = fc.cast::<PyDict>().map_err(|_| msg_type_err(index, "function_call", "dict", &fc))?;
+        for key in ["name", "arguments"] {
+            if let Some(v) = get_opt(fd, &PyString::intern(py, key))? {
+                msg.parts.push(Part::Text(str_field(index, &format!("function_call.{key}"), &v)?));
+            }
         }
     }
     if let Some(id) = get_opt(d, pyo3::intern!(d.py(), "tool_call_id"))? {
@@ -734,6 +752,7 @@ mod light {
                 &mut f.name
             } else {
                 match text(key)? {
+                    "function_call" => return None, // legacy field: the full path counts it
                     "role" => &mut f.role,
                     "content" => &mut f.content,
                     "tool_calls" => &mut f.tool_calls,
@@ -1250,8 +1269,12 @@ fn truncate_text<'py>(
     d.set_item("kept_lines", t.kept_lines)?;
     d.set_item("original_bytes", t.original_bytes)?;
     d.set_item("kept_bytes", t.kept_bytes)?;
-    d.set_item("head_end", t.head_end)?;
-    d.set_item("tail_start", t.tail_start)?;
+    // Python indexes strings by character, Rust by byte.
+    let src = text.as_ref();
+    let head_chars = src.get(..t.head_end).map_or(0, |h| h.chars().count());
+    let tail_chars = head_chars + src.get(t.head_end..t.tail_start).map_or(0, |m| m.chars().count());
+    d.set_item("head_end", head_chars)?;
+    d.set_item("tail_start", tail_chars)?;
     d.set_item("marker_used", t.marker_used)?;
     d.set_item("direction", direction.as_str())?;
     Ok(d)

@@ -25,6 +25,7 @@ from windowfit.counting import (
 )
 from windowfit.fitting import FitResult, fit, repair
 from windowfit.manager import Budget, ContextManager, Prepared, StrategyDecision, choose_strategy, compute_budget
+from windowfit.observation import ObservationTruncator, compact_json
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.session import Session
 from windowfit.store import (
@@ -56,6 +57,8 @@ __all__ = [
     "truncate",
     "Truncation",
     "DEFAULT_MARKER",
+    "ObservationTruncator",
+    "compact_json",
     # managing a conversation
     "ContextManager",
     "Prepared",

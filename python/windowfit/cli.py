@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="count, fit, truncate and manage a bundled sample session")
     demo.set_defaults(func=_cmd_demo)
 
+    _add_truncate_command(sub)
     _add_session_commands(sub)
 
     return parser
@@ -29,6 +30,83 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from windowfit.demo import run_demo
 
     return run_demo()
+
+
+def _add_truncate_command(sub: argparse._SubParsersAction) -> None:
+    trunc = sub.add_parser(
+        "truncate",
+        help="cut a file (or stdin) to a token/line/byte budget; text to stdout, stats to stderr",
+    )
+    trunc.add_argument("file", help="the text file to cut, or - for standard input")
+    trunc.add_argument("--max-tokens", type=int, help="at most this many tokens, marker included")
+    trunc.add_argument("--max-lines", type=int, help="at most this many lines")
+    trunc.add_argument("--max-bytes", type=int, help="at most this many UTF-8 bytes")
+    trunc.add_argument(
+        "--direction",
+        choices=("head", "tail", "head_tail"),
+        default="head_tail",
+        help="keep the beginning, the end, or both (default: head_tail)",
+    )
+    trunc.add_argument("--head-ratio", type=float, default=0.5, help="head_tail: the head's share")
+    trunc.add_argument("--marker", help="text put where the cut is; {omitted} becomes the count")
+    which = trunc.add_mutually_exclusive_group()
+    which.add_argument("--model", help="count with this model's tokenizer (default gpt-4o)")
+    which.add_argument("--encoding", help="count with this encoding (cl100k_base, o200k_base)")
+    trunc.set_defaults(func=_cmd_truncate)
+
+
+def _cmd_truncate(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    import windowfit as wf
+    from windowfit.truncation import DEFAULT_MARKER, truncate
+
+    if args.max_tokens is None and args.max_lines is None and args.max_bytes is None:
+        print("windowfit truncate: give --max-tokens, --max-lines or --max-bytes", file=sys.stderr)
+        return 2
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as e:
+        print(f"windowfit truncate: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    text = raw.decode("utf-8", errors="replace")
+    if "\ufffd" in text and "\ufffd".encode() not in raw:
+        print(
+            "windowfit truncate: input is not valid UTF-8; bad bytes shown as U+FFFD",
+            file=sys.stderr,
+        )
+    try:
+        counter = (
+            wf.Counter(encoding=args.encoding)
+            if args.encoding
+            else wf.Counter(model=args.model or "gpt-4o")
+        )
+        start = time.perf_counter()
+        t = truncate(
+            text,
+            args.max_tokens,
+            direction=args.direction,
+            counter=counter,
+            marker=DEFAULT_MARKER if args.marker is None else args.marker,
+            head_ratio=args.head_ratio,
+            max_lines=args.max_lines,
+            max_bytes=args.max_bytes,
+        )
+        elapsed = time.perf_counter() - start
+    except (ValueError, TypeError, KeyError) as e:
+        print(f"windowfit truncate: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.buffer.write(t.text.encode("utf-8"))
+    sys.stdout.buffer.flush()
+    what = "truncated" if t.truncated else "fits, unchanged"
+    print(
+        f"{what} ({t.direction}, {counter.name}): kept {t.tokens:,} of {t.original_tokens:,} "
+        f"tokens, {t.kept_lines:,} of {t.original_lines:,} lines, {t.kept_bytes:,} of "
+        f"{t.original_bytes:,} bytes; {t.omitted_tokens:,} tokens omitted; {elapsed * 1e3:.1f} ms",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _add_session_commands(sub: argparse._SubParsersAction) -> None:

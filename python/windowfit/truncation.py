@@ -6,7 +6,6 @@ and encodes only the piece at the cut, so a 10 MB log costs one counting pass, n
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,20 +43,19 @@ class Truncation:
     direction: str
 
 
+_NO_LIMIT = 2**63 - 1
+
+
 def _limit(name: str, value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if isinstance(value, float):
-        if math.isnan(value):
-            raise ValueError(f"{name} is NaN")
-        if math.isinf(value) and value > 0:
-            return None
-        value = math.floor(value)
+    if isinstance(value, float) and value != value:
+        raise ValueError(f"{name} is NaN")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
+    return min(value, _NO_LIMIT)  # beyond any text: no limit
 
 
 def truncate(
@@ -101,4 +99,11 @@ def truncate(
     )
     if not fields["truncated"]:
         fields["text"] = text  # the caller's own string back, not an equal copy
+    else:
+        # Rebuild from the caller's characters (a lone surrogate was cut as one U+FFFD):
+        # input[:head_end] + marker + input[tail_start:].
+        head, tail = fields["head_end"], fields["tail_start"]
+        cut = fields["text"]
+        marker_text = cut[head : len(cut) - (len(text) - tail)]
+        fields["text"] = text[:head] + marker_text + text[tail:]
     return Truncation(**fields)

@@ -10,7 +10,19 @@ use crate::error::{Error, Result};
 pub struct OpenAiEncoding {
     name: &'static str,
     tokenizer: &'static bpe_openai::Tokenizer,
+    specials: &'static [(u32, &'static str)],
 }
+
+// Special tokens as tiktoken defines them: never produced by ordinary encoding, but ids a
+// caller may hold and want decoded.
+const CL100K_SPECIALS: [(u32, &str); 5] = [
+    (100257, "<|endoftext|>"),
+    (100258, "<|fim_prefix|>"),
+    (100259, "<|fim_middle|>"),
+    (100260, "<|fim_suffix|>"),
+    (100276, "<|endofprompt|>"),
+];
+const O200K_SPECIALS: [(u32, &str); 2] = [(199999, "<|endoftext|>"), (200018, "<|endofprompt|>")];
 
 /// The embedded encodings, by name.
 pub const OPENAI_ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
@@ -19,12 +31,12 @@ impl OpenAiEncoding {
     /// The encoding `name`, or `None` if it is not embedded. The vocabulary is
     /// deserialized on first use (a few tens of milliseconds) and shared process-wide.
     pub fn get(name: &str) -> Option<Self> {
-        let (name, tokenizer) = match name {
-            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base()),
-            "o200k_base" => ("o200k_base", bpe_openai::o200k_base()),
+        let (name, tokenizer, specials): (_, _, &'static [(u32, &str)]) = match name {
+            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base(), &CL100K_SPECIALS),
+            "o200k_base" => ("o200k_base", bpe_openai::o200k_base(), &O200K_SPECIALS),
             _ => return None,
         };
-        Some(Self { name, tokenizer })
+        Some(Self { name, tokenizer, specials })
     }
 
     fn vocab_size(&self) -> usize {
@@ -54,10 +66,19 @@ impl Backend for OpenAiEncoding {
 
     fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
         let n = self.vocab_size();
-        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= n) {
-            return Err(Error::UnknownToken(bad));
+        let special = |id: u32| self.specials.iter().find(|(s, _)| *s == id).map(|(_, t)| *t);
+        if !ids.iter().any(|&id| id as usize >= n) {
+            return Ok(self.tokenizer.bpe.decode_tokens(ids));
         }
-        Ok(self.tokenizer.bpe.decode_tokens(ids))
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            if (id as usize) < n {
+                out.extend_from_slice(self.tokenizer.bpe.token_bytes(id));
+            } else {
+                out.extend_from_slice(special(id).ok_or(Error::UnknownToken(id))?.as_bytes());
+            }
+        }
+        Ok(out)
     }
 
     fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
@@ -93,6 +114,7 @@ mod tests {
         let ids = enc.encode(text).unwrap();
         assert_eq!(enc.decode_bytes(&ids).unwrap(), text.as_bytes());
         assert!(matches!(enc.decode_bytes(&[u32::MAX]), Err(Error::UnknownToken(_))));
+        assert_eq!(enc.decode_bytes(&[24912, 199999]).unwrap(), b"hello<|endoftext|>");
     }
 
     #[test]

@@ -1,0 +1,850 @@
+"""Tool outputs that fit the prompt: ``ObservationTruncator`` and ``compact_json``.
+
+Seed 001's observation truncator, made token-exact: an output over ``max_lines`` /
+``max_bytes`` / ``max_tokens`` is cut head, tail or head + tail by ``wf.truncate``, its full
+text is saved atomically under ``output_dir``, and the preview ends with a note that tells the
+model where the full output is and how much was cut. The note counts against the limits.
+
+Seed 004's compaction: a list-shaped JSON result (a list of objects, or an object holding one
+main list of objects) becomes one short line per record (``#1 会议 (2026-01-01T10:00)``) plus
+the total, before the same limits apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import operator
+import os
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from windowfit.counting import Counter, resolve_counter
+from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
+
+__all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
+
+logger = logging.getLogger(__name__)
+
+DIRECTIONS: tuple[str, ...] = ("head", "tail", "head_tail")
+
+#: Longest tool-name part of a saved file's name (the suffix adds ~40 characters).
+MAX_NAME_CHARS = 64
+#: Outputs up to this size are counted before they are cut (a second pass is cheap there).
+_COUNT_FIRST_BYTES = 256 << 10
+#: Above this size ``atruncate`` also moves the cutting off the event loop.
+_ASYNC_INLINE_CHARS = 1 << 20
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def count_lines(text: str) -> int:
+    """Lines as the limits count them: one per ``\\n`` plus a last line without one."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def count_bytes(text: str) -> int:
+    """UTF-8 size (lone surrogates, which some tools emit, count as their 3 encoded bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _limit(name: str, value: Any) -> int | None:
+    """A limit: None or a positive int; ``ValueError``/``TypeError`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or None, not bool")
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError(f"{name} must be a positive int, not NaN")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}") from None
+    if n <= 0:
+        raise ValueError(f"{name} must be a positive int, got {n}")
+    return n
+
+
+@dataclass(frozen=True)
+class _Limits:
+    tokens: int | None
+    lines: int | None
+    bytes: int | None
+
+    def overflow(self, counter: Counter, text: str) -> tuple[int, int, int]:
+        """How far ``text`` is over each limit (tokens, lines, bytes); <= 0 means within."""
+        return (
+            counter.count(text) - self.tokens if self.tokens is not None else -1,
+            count_lines(text) - self.lines if self.lines is not None else -1,
+            count_bytes(text) - self.bytes if self.bytes is not None else -1,
+        )
+
+    def admits(self, counter: Counter, text: str) -> bool:
+        return all(o <= 0 for o in self.overflow(counter, text))
+
+    def minus(self, tokens: int, lines: int, nbytes: int) -> _Limits | None:
+        """The limits left after reserving room; None when a limit has no room at all."""
+        t = None if self.tokens is None else self.tokens - tokens
+        ln = None if self.lines is None else self.lines - lines
+        b = None if self.bytes is None else self.bytes - nbytes
+        if any(v is not None and v < 0 for v in (t, ln, b)):
+            return None
+        return _Limits(t, ln, b)
+
+
+# --------------------------------------------------------------------------- JSON compaction
+
+# Key names by role, most telling first; matched case- and separator-insensitively.
+_LABEL_KEYS = (
+    "title",
+    "name",
+    "subject",
+    "summary",
+    "label",
+    "headline",
+    "filename",
+    "path",
+    "url",
+    "query",
+    "message",
+    "text",
+    "description",
+)
+_TIME_KEYS = (
+    "start",
+    "starttime",
+    "startdate",
+    "startat",
+    "date",
+    "datetime",
+    "time",
+    "timestamp",
+    "createdat",
+    "created",
+    "updatedat",
+    "updated",
+    "modified",
+    "due",
+    "deadline",
+    "when",
+    "end",
+)
+_ID_KEYS = ("id", "uuid", "key", "number", "uid", "sku", "ref")
+_STATUS_KEYS = ("status", "state", "type", "kind", "level", "priority", "category", "severity")
+_TOTAL_KEYS = (
+    "total",
+    "totalcount",
+    "totalitems",
+    "totalresults",
+    "count",
+    "numresults",
+    "resultcount",
+    "totalsize",
+    "hits",
+)
+_VALUE_CHARS = 60  # a field's displayed value is cut to this many characters
+
+
+def _norm(key: str) -> str:
+    return re.sub(r"[\s_\-.]", "", key).lower()
+
+
+def _role(key: str) -> tuple[int, int] | None:
+    """(role rank, preference within the role) of a key name, or None if it has no role."""
+    n = _norm(key)
+    for rank, names in enumerate((_LABEL_KEYS, _TIME_KEYS, _ID_KEYS, _STATUS_KEYS)):
+        if n in names:
+            return rank, names.index(n)
+    # composite names: "event_name", "startTime", "order_id", "payment_status"
+    if n.endswith(("title", "name")):
+        return 0, len(_LABEL_KEYS)
+    if n.endswith(("date", "time")) or re.search(r"(?:[_\-.]at|[a-z]At)$", key):
+        return 1, len(_TIME_KEYS)
+    if n.startswith(("start", "created", "updated")):
+        return 1, len(_TIME_KEYS) + 1
+    if re.search(r"(?:^|[_\-.])id$|[a-z]Id$|ID$", key):
+        return 2, len(_ID_KEYS)
+    if n.endswith(("status", "state")):
+        return 3, len(_STATUS_KEYS)
+    return None
+
+
+def _scalar(value: Any) -> str | None:
+    """A short display of a field value: scalars as they are, the first scalar of an object
+    (``{"dateTime": ..., "timeZone": ...}``), the first few of a list; None when empty."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, str):
+        s = " ".join(value.split())
+        if not s:
+            return None
+        return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
+    if isinstance(value, Mapping):
+        for v in value.values():
+            s = _scalar(v) if not isinstance(v, (Mapping, list)) else None
+            if s is not None:
+                return s
+        return None
+    if isinstance(value, list):
+        parts = [
+            s for s in (_scalar(v) for v in value[:3] if not isinstance(v, (Mapping, list))) if s
+        ]
+        if not parts:
+            return None
+        s = "/".join(parts) + ("/…" if len(value) > 3 else "")
+        return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
+    return None
+
+
+def _get(record: Mapping[str, Any], path: str) -> Any:
+    """``record[path]``, or a dotted path into nested objects (``"start.dateTime"``)."""
+    if path in record:
+        return record[path]
+    cur: Any = record
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _records_of(data: Any) -> tuple[list[Mapping[str, Any]], int] | None:
+    """(records, total) when ``data`` is list-shaped, else None.
+
+    List-shaped: a non-empty list of objects, or an object whose one main list of objects
+    (the longest, found at most two levels down) holds the records, next to an optional total.
+    """
+    if isinstance(data, list):
+        if data and all(isinstance(r, Mapping) for r in data):
+            return data, len(data)
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    found: list[tuple[list[Mapping[str, Any]], Mapping[str, Any]]] = []
+
+    def scan(obj: Mapping[str, Any], depth: int) -> None:
+        for v in obj.values():
+            if isinstance(v, list) and v and all(isinstance(r, Mapping) for r in v):
+                found.append((v, obj))
+            elif isinstance(v, Mapping) and depth < 2:
+                scan(v, depth + 1)
+
+    scan(data, 1)
+    if not found:
+        return None
+    found.sort(key=lambda f: len(f[0]), reverse=True)
+    if len(found) > 1 and len(found[1][0]) * 2 > len(found[0][0]):
+        return None  # two lists of similar size: no main list to pick
+    records, parent = found[0]
+    total = len(records)
+    for holder in (parent, data):
+        for k, v in holder.items():
+            is_count = isinstance(v, int) and not isinstance(v, bool)
+            if is_count and _norm(k) in _TOTAL_KEYS and v >= len(records):
+                return records, v
+    return records, total
+
+
+def pick_key_fields(records: Sequence[Mapping[str, Any]], limit: int = 3) -> list[str]:
+    """Up to ``limit`` fields that describe each record: a label, a time, an id or a status,
+    among the keys present (non-empty) in at least half the records."""
+    sample = records[:200]  # a sample is enough to see which keys are common
+    seen: dict[str, int] = {}
+    order: dict[str, int] = {}
+    for r in sample:
+        for k, v in r.items():
+            if isinstance(k, str) and _scalar(v) is not None:
+                seen[k] = seen.get(k, 0) + 1
+                order.setdefault(k, len(order))
+    common = [k for k, n in seen.items() if n * 2 >= len(sample)]
+    roles = {k: _role(k) for k in common}
+    chosen: list[str] = []
+    for rank in range(4):
+        ranked = sorted(
+            (k for k in common if roles[k] and roles[k][0] == rank),
+            key=lambda k: (roles[k][1], order[k]),
+        )  # type: ignore[index]
+        if ranked:
+            chosen.append(ranked[0])
+        if len(chosen) == limit:
+            return chosen
+    # records with no recognizable keys: their first common fields, in document order
+    for k in sorted(common, key=order.__getitem__):
+        if len(chosen) == limit:
+            break
+        if k not in chosen:
+            chosen.append(k)
+    return chosen
+
+
+@dataclass
+class _Compacted:
+    lines: list[str]  # one per record, "#i label (field, field)"
+    total: int
+    fields: list[str]
+
+
+def _compact(data: Any, key_fields: Sequence[str] | None) -> _Compacted | None:
+    found = _records_of(data)
+    if found is None:
+        return None
+    records, total = found
+    fields = list(key_fields) if key_fields else pick_key_fields(records)
+    if not fields:
+        return None
+    lines = []
+    for i, r in enumerate(records, 1):
+        shown = [_scalar(_get(r, f)) for f in fields]
+        first, rest = shown[0], [s for s in shown[1:] if s is not None]
+        line = f"#{i}"
+        if first is not None:
+            line += f" {first}"
+        if rest:
+            line += f" ({', '.join(rest)})"
+        lines.append(line)
+    return _Compacted(lines, total, fields)
+
+
+def _footer(total: int, shown: int) -> str:
+    return f"({total:,} items)" if shown == total else f"({total:,} items, {shown:,} shown)"
+
+
+def _looks_like_json(text: str) -> bool:
+    """Starts like a JSON object or array (a cheap test before parsing a big output)."""
+    head = text[:256].lstrip()[:1] or text.lstrip()[:1]
+    return head in ("[", "{")
+
+
+def _parse_json(text: str) -> Any:
+    """The parsed JSON value, or None when ``text`` is not one JSON object or array."""
+    if not _looks_like_json(text):  # skip the parse attempt for the common plain-text case
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _check_key_fields(key_fields: Any) -> tuple[str, ...] | None:
+    if key_fields is None:
+        return None
+    if isinstance(key_fields, str):
+        key_fields = (key_fields,)
+    if not isinstance(key_fields, Sequence) or not all(isinstance(f, str) for f in key_fields):
+        raise TypeError("key_fields must be a sequence of field names (str)")
+    if not key_fields or not all(key_fields):
+        raise ValueError("key_fields must name at least one field, and no empty names")
+    return tuple(key_fields)
+
+
+def compact_json(text: str, key_fields: Sequence[str] | None = None) -> str | None:
+    """One short line per record of a list-shaped JSON ``text`` plus the total, or None.
+
+    ``key_fields`` names the fields shown (dotted paths reach into nested objects: ``"start.
+    dateTime"``); by default up to three are picked: a label, a time, an id or a status.
+    Returns None when ``text`` is not JSON or not list-shaped. No limits apply here; the
+    ``ObservationTruncator`` cuts the result to its limits.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    fields = _check_key_fields(key_fields)
+    c = _compact(_parse_json(text), fields)
+    if c is None:
+        return None
+    return "\n".join([*c.lines, _footer(c.total, len(c.lines))])
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def safe_file_stem(tool_name: str) -> str:
+    """A file-name part from a tool name: ``[A-Za-z0-9._-]`` only, no leading dots (no
+    ``..``, no hidden files), at most ``MAX_NAME_CHARS``; ``"tool"`` when nothing is left."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", tool_name)
+    stem = stem.lstrip("._-")[:MAX_NAME_CHARS].rstrip("._-")
+    return stem or "tool"
+
+
+def _unique_name(tool_name: str, suffix: str) -> str:
+    # timestamp for humans, uuid4 so two calls in the same microsecond never collide
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{safe_file_stem(tool_name)}-{stamp}-{uuid.uuid4().hex[:12]}{suffix}"
+
+
+def _write_atomic(directory: Path, name: str, text: str) -> Path:
+    """Write ``text`` to ``directory/name`` all at once: a temporary file in the same
+    directory, fsynced, then renamed, so a reader never sees a partial file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        # newline="" keeps "\r\n" and "\n" as they were: offsets into the file stay exact
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        final = directory / name
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+# --------------------------------------------------------------------------- the truncator
+
+
+@dataclass
+class _Job:
+    """One truncation between its measuring, its file write and its preview."""
+
+    tool_name: str
+    output: str
+    metadata: Mapping[str, Any] | None
+    start: float
+    lines: int
+    nbytes: int
+    tokens: int | None
+    over: list[str]  # the limits the output is over
+    unsure: bool = False  # only the token limit may be over: a first cut decides
+    compacted: _Compacted | None = None
+    name: str = ""
+    cuts: dict[_Limits, Truncation] = field(default_factory=dict)  # by room, to reuse
+
+
+class ObservationTruncator:
+    """Keeps tool outputs within ``max_lines`` / ``max_bytes`` / ``max_tokens`` (None: no
+    limit of that kind; the tightest wins) and saves what it cuts.
+
+    ``truncate(tool_name, output, metadata=None)`` returns ``{"truncated", "preview",
+    "full_output_path", "stats"}``. An output within every limit comes back as it is, with no
+    file written. Otherwise the full output is written atomically to a new file in
+    ``output_dir`` named after the tool, the preview is cut ``direction``-wise (``head``,
+    ``tail``, ``head_tail``) and ends with a note saying where the full output is; the whole
+    preview, note included, respects the limits. If the file cannot be written the error is
+    logged, ``stats["save_error"]`` says why and the preview is returned all the same.
+
+    With ``compact_json`` a list-shaped JSON output is shown as one line per record (see
+    ``compact_json()``; ``key_fields`` picks the fields) before the limits apply.
+    Tokens are counted with ``counter``, else the counter of ``model`` (default gpt-4o's).
+    """
+
+    def __init__(
+        self,
+        max_lines: int | None = 2000,
+        max_bytes: int | None = 51200,
+        max_tokens: int | None = None,
+        direction: str = "head",
+        output_dir: str | os.PathLike[str] = "tool-output",
+        counter: Counter | None = None,
+        model: str | None = None,
+        compact_json: bool = True,
+        key_fields: Sequence[str] | None = None,
+        marker: str = DEFAULT_MARKER,
+        head_ratio: float = 0.5,
+    ) -> None:
+        self.limits = _Limits(
+            _limit("max_tokens", max_tokens),
+            _limit("max_lines", max_lines),
+            _limit("max_bytes", max_bytes),
+        )
+        if self.limits == _Limits(None, None, None):
+            raise ValueError("give at least one of max_lines, max_bytes, max_tokens")
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}")
+        if not isinstance(marker, str):
+            raise TypeError(f"marker must be str, not {type(marker).__name__}")
+        if (
+            isinstance(head_ratio, bool)
+            or not isinstance(head_ratio, (int, float))
+            or not (0.0 <= head_ratio <= 1.0)
+        ):
+            raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
+        self.direction = direction
+        self.output_dir = Path(output_dir)
+        self.counter: Counter = resolve_counter(counter, model)
+        self.compact_json = bool(compact_json)
+        self.key_fields = _check_key_fields(key_fields)
+        self.marker = marker
+        self.head_ratio = float(head_ratio)
+
+    @property
+    def max_lines(self) -> int | None:
+        return self.limits.lines
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self.limits.bytes
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.limits.tokens
+
+    def __repr__(self) -> str:
+        return (
+            f"ObservationTruncator(max_lines={self.max_lines}, max_bytes={self.max_bytes}, "
+            f"max_tokens={self.max_tokens}, direction={self.direction!r}, "
+            f"output_dir={str(self.output_dir)!r}, counter={self.counter.name!r})"
+        )
+
+    # ---------------------------------------------------------------- public
+
+    def truncate(
+        self, tool_name: str, output: str, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The preview of ``output`` within the limits, saving the full output if it is cut."""
+        job = self._measure(tool_name, output, metadata)
+        if job.unsure:
+            self._settle(job)
+        if not job.over:
+            return self._untouched(job)
+        self._plan(job)
+        path, error = self._save(job)
+        return self._finish(job, path, error)
+
+    async def atruncate(
+        self, tool_name: str, output: str, metadata: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``truncate`` for async agents: the file write (and, for big outputs, the cutting)
+        runs in a worker thread, so the event loop is never blocked on disk."""
+        big = isinstance(output, str) and len(output) > _ASYNC_INLINE_CHARS
+
+        async def run(fn: Callable[..., Any], *args: Any) -> Any:
+            return await asyncio.to_thread(fn, *args) if big else fn(*args)
+
+        job = await run(self._measure, tool_name, output, metadata)
+        if job.unsure:
+            await run(self._settle, job)
+        if not job.over:
+            return self._untouched(job)
+        await run(self._plan, job)
+        path, error = await asyncio.to_thread(self._save, job)
+        return await run(self._finish, job, path, error)
+
+    # ---------------------------------------------------------------- steps
+
+    def _measure(self, tool_name: str, output: str, metadata: Mapping[str, Any] | None) -> _Job:
+        if not isinstance(tool_name, str):
+            raise TypeError(f"tool_name must be str, not {type(tool_name).__name__}")
+        if not isinstance(output, str):
+            hint = " (decode bytes first)" if isinstance(output, (bytes, bytearray)) else ""
+            raise TypeError(f"output must be str, not {type(output).__name__}{hint}")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping or None, not {type(metadata).__name__}")
+        start = time.perf_counter()
+        lim = self.limits
+        lines, nbytes = count_lines(output), count_bytes(output)
+        job = _Job(tool_name, output, metadata, start, lines, nbytes, None, [])
+        if lim.lines is not None and lines > lim.lines:
+            job.over.append("lines")
+        if lim.bytes is not None and nbytes > lim.bytes:
+            job.over.append("bytes")
+        if job.over:
+            return job  # cut anyway: the tokens come from the cut, no separate counting pass
+        if (
+            lim.tokens is not None
+            and nbytes > _COUNT_FIRST_BYTES
+            and not (self.compact_json and _looks_like_json(output))
+        ):
+            # Counting a big output and then cutting it would be two passes; the cut alone
+            # tells both whether it fits and what to keep.
+            job.unsure = True
+            return job
+        job.tokens = self.counter.count(output)
+        if lim.tokens is not None and job.tokens > lim.tokens:
+            job.over.append("tokens")
+        return job
+
+    def _settle(self, job: _Job) -> None:
+        """Decide a big output's token limit with the first cut of its preview (kept for it)."""
+        job.name = _unique_name(job.tool_name, ".txt")
+        path = str(self.output_dir / job.name)
+        room = self._first_room(self._plain_notes(job, path)[0])
+        t = self._cut(job.output, room) if room is not None else self._cut(job.output, self.limits)
+        job.cuts[room or self.limits] = t
+        job.tokens = t.original_tokens
+        job.unsure = False
+        if self.limits.tokens is not None and job.tokens > self.limits.tokens:
+            job.over.append("tokens")
+
+    def _untouched(self, job: _Job) -> dict[str, Any]:
+        stats = {
+            "tool_name": job.tool_name,
+            "direction": self.direction,
+            "original_lines": job.lines,
+            "original_bytes": job.nbytes,
+            "original_tokens": job.tokens,
+            "kept_lines": job.lines,
+            "kept_bytes": job.nbytes,
+            "kept_tokens": job.tokens,
+            "omitted_tokens": 0,
+            "compacted": False,
+            "counter": self.counter.name,
+            "time_ms": _ms(job.start),
+        }
+        if job.metadata is not None:
+            stats["metadata"] = dict(job.metadata)
+        return {"truncated": False, "preview": job.output, "full_output_path": None, "stats": stats}
+
+    def _plan(self, job: _Job) -> None:
+        """Decide whether the output is compacted, and the saved file's name."""
+        if self.compact_json:
+            job.compacted = _compact(_parse_json(job.output), self.key_fields)
+        if not job.name or job.compacted:
+            job.name = _unique_name(job.tool_name, ".json" if job.compacted else ".txt")
+
+    def _save(self, job: _Job) -> tuple[str | None, str | None]:
+        try:
+            path = _write_atomic(self.output_dir, job.name, job.output)
+        except OSError as e:
+            error = f"{type(e).__name__}: {e}"
+            logger.error(
+                "cannot save the full output of tool %r to %s (%s); returning the preview only",
+                job.tool_name,
+                self.output_dir,
+                error,
+            )
+            return None, error
+        return str(path), None
+
+    def _finish(self, job: _Job, path: str | None, error: str | None) -> dict[str, Any]:
+        if job.compacted is not None:
+            preview, info = self._compact_preview(job, path)
+        else:
+            preview, info = self._plain_preview(job, path)
+        counter = self.counter
+        stats: dict[str, Any] = {
+            "tool_name": job.tool_name,
+            "direction": self.direction,
+            "original_lines": job.lines,
+            "original_bytes": job.nbytes,
+            "original_tokens": job.tokens,
+            "kept_lines": count_lines(preview),
+            "kept_bytes": count_bytes(preview),
+            "kept_tokens": counter.count(preview),
+            "limited_by": job.over,
+            "compacted": job.compacted is not None,
+            **info,
+            "counter": counter.name,
+            "save_error": error,
+            "time_ms": _ms(job.start),
+        }
+        if job.metadata is not None:
+            stats["metadata"] = dict(job.metadata)
+        return {"truncated": True, "preview": preview, "full_output_path": path, "stats": stats}
+
+    # ---------------------------------------------------------------- previews
+
+    def _cut(self, text: str, lim: _Limits) -> Truncation:
+        return truncate(
+            text,
+            lim.tokens,
+            direction=self.direction,
+            counter=self.counter,
+            marker=self.marker,
+            head_ratio=self.head_ratio,
+            max_lines=lim.lines,
+            max_bytes=lim.bytes,
+        )
+
+    def _plain_notes(self, job: _Job, path: str | None) -> list[Callable[[str, int | None], str]]:
+        """The notes of a plain cut, longest first, as ``note(body, omitted)``; with
+        ``omitted=None`` the widest the note can be."""
+        where = f"full output saved to {path}" if path else "the full output could not be saved"
+        hint = " — read it with offsets if you need more" if path else ""
+        # before a cut only an upper bound of the total is known: a token is at least a byte
+        widest_total = max(job.tokens or 0, job.nbytes)
+
+        def numbers(body: str, omitted: int | None) -> tuple[int, int, int]:
+            if omitted is None:
+                return widest_total, widest_total, job.lines
+            total = job.tokens if job.tokens is not None else widest_total
+            return max(total - omitted, 0), total, count_lines(body)
+
+        def long_note(body: str, omitted: int | None) -> str:
+            kept, total, kept_lines = numbers(body, omitted)
+            return (
+                f"[output truncated: kept {kept:,} of {total:,} tokens "
+                f"({kept_lines:,} of {job.lines:,} lines); {where}{hint}]"
+            )
+
+        def short_note(body: str, omitted: int | None) -> str:
+            kept, total, _ = numbers(body, omitted)
+            return f"[truncated {kept:,}/{total:,} tokens; full output: {path or 'not saved'}]"
+
+        return [long_note, short_note]
+
+    def _plain_preview(self, job: _Job, path: str | None) -> tuple[str, dict[str, Any]]:
+        """The output cut to the limits minus room for the note, then the note."""
+
+        def attempt(lim: _Limits) -> tuple[str, int]:
+            t = job.cuts.get(lim)
+            if t is None:
+                t = job.cuts[lim] = self._cut(job.output, lim)
+            job.tokens = t.original_tokens
+            return t.text, t.omitted_tokens
+
+        for make in self._plain_notes(job, path):
+            got = self._with_note(attempt, make)
+            if got is not None:
+                preview, omitted = got
+                return preview, {"omitted_tokens": omitted, "note": True}
+        # not even the short note fits: the bare cut
+        text, omitted = attempt(self.limits)
+        return text, {"omitted_tokens": omitted, "note": False}
+
+    def _first_room(self, note_for: Callable[[str, int | None], str]) -> _Limits | None:
+        """The limits less room for the widest note on a line of its own; None if no room."""
+        widest = note_for("", None)
+        return self.limits.minus(
+            self.counter.count("\n" + widest), count_lines(widest), count_bytes(widest) + 1
+        )
+
+    def _with_note(
+        self,
+        attempt: Callable[[_Limits], tuple[str, int]],
+        note_for: Callable[[str, int | None], str],
+    ) -> tuple[str, int] | None:
+        """``attempt`` under the limits less the note's room, then the note appended; retried
+        with tighter limits while the joined preview is over (the note's numbers change, and
+        tokens are not additive across the join). None when the note itself does not fit."""
+        lim = self.limits
+        room = self._first_room(note_for)
+        for _ in range(4):
+            if room is None:
+                return None
+            body, aux = attempt(room)
+            preview = _join(body, note_for(body, aux))
+            over = lim.overflow(self.counter, preview)
+            if all(o <= 0 for o in over):
+                return preview, aux
+            room = room.minus(*(max(o, 0) for o in over))
+        return None
+
+    def _compact_preview(self, job: _Job, path: str | None) -> tuple[str, dict[str, Any]]:
+        """Whole record lines, as many as the limits allow, the total, then the note."""
+        c = job.compacted
+        assert c is not None
+        fields = ", ".join(c.fields)
+        if job.tokens is None:
+            job.tokens = self.counter.count(job.output)
+        where = f"saved to {path}" if path else "could not be saved"
+
+        def long_note(body: str, shown: int | None) -> str:
+            return (
+                f"[JSON output shown as one line per record ({fields}); the full output "
+                f"({job.tokens:,} tokens) {where}]"
+            )
+
+        def short_note(body: str, shown: int | None) -> str:
+            return f"[JSON compacted; full output: {path or 'not saved'}]"
+
+        costs = self.counter.count_many([ln + "\n" for ln in c.lines])
+
+        def attempt(lim: _Limits) -> tuple[str, int]:
+            return self._select_lines(c, costs, lim)
+
+        info = {"records": len(c.lines), "total_records": c.total, "key_fields": list(c.fields)}
+        for make in (long_note, short_note):
+            got = self._with_note(attempt, make)
+            if got is not None:
+                preview, shown = got
+                return preview, {**info, "records_shown": shown, "note": True}
+        body, shown = attempt(self.limits)
+        return body, {**info, "records_shown": shown, "note": False}
+
+    def _select_lines(self, c: _Compacted, costs: list[int], lim: _Limits) -> tuple[str, int]:
+        """As many whole record lines as fit ``lim`` with the footer, chosen ``direction``-wise
+        from per-line costs, then re-measured and shrunk until the joined text fits.
+        Returns (text, records shown)."""
+        n, counter = len(c.lines), self.counter
+        sizes = [count_bytes(ln) + 1 for ln in c.lines]
+        gap = "…"
+
+        def build(h: int, t: int) -> str:
+            kept = c.lines[:h]
+            if self.direction == "head_tail" and h + t < n:
+                kept = [*kept, gap]
+            return "\n".join([*kept, *c.lines[n - t :], _footer(c.total, h + t)])
+
+        widest = f"({c.total:,} items, {c.total:,} shown)\n"
+        if self.direction == "head_tail":
+            widest += gap + "\n"
+        room = lim.minus(counter.count(widest), count_lines(widest), count_bytes(widest))
+        inf = math.inf
+
+        def take(order: range, share: float, used: tuple[float, float, float]) -> int:
+            assert room is not None
+            left = [
+                (inf if v is None else v * share) - u
+                for v, u in zip((room.tokens, room.lines, room.bytes), used)
+            ]
+            k = 0
+            for i in order:
+                left = [left[0] - costs[i], left[1] - 1, left[2] - sizes[i]]
+                if min(left) < 0:
+                    break
+                k += 1
+            return k
+
+        h = t = 0
+        if room is not None:
+            if self.direction == "head":
+                h = take(range(n), 1.0, (0, 0, 0))
+            elif self.direction == "tail":
+                t = take(range(n - 1, -1, -1), 1.0, (0, 0, 0))
+            else:
+                h = take(range(n), self.head_ratio, (0, 0, 0))
+                used = (sum(costs[:h]), h, sum(sizes[:h]))
+                t = take(range(n - 1, h - 1, -1), 1.0, used)
+                if h + t < n:  # the tail left part of its share: the head may use it
+                    used = (used[0] + sum(costs[n - t :]), h + t, used[2] + sum(sizes[n - t :]))
+                    h += take(range(h, n - t), 1.0, used)
+        # Per-line costs approximate the joined text's; drop lines until the whole fits,
+        # at least as many as the overflow says.
+        while True:
+            text = build(h, t)
+            over = lim.overflow(counter, text)
+            if all(o <= 0 for o in over) or h + t == 0:
+                break
+            drop_tok, drop_lines, drop_bytes = (max(o, 0) for o in over)
+            while h + t and (drop_tok > 0 or drop_lines > 0 or drop_bytes > 0):
+                i = n - t if t > h or (t == h and self.direction == "tail") else h - 1
+                drop_tok, drop_lines, drop_bytes = (
+                    drop_tok - costs[i],
+                    drop_lines - 1,
+                    drop_bytes - sizes[i],
+                )
+                if i == h - 1:
+                    h -= 1
+                else:
+                    t -= 1
+        if not lim.admits(counter, text):
+            return "", 0
+        return text, h + t
+
+
+def _join(body: str, note: str) -> str:
+    """``body`` then ``note`` on a line of its own."""
+    if not body:
+        return note
+    return body + ("" if body.endswith("\n") else "\n") + note
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1e3, 3)

