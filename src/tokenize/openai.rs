@@ -4,13 +4,28 @@
 //! DFA regex that emulates tiktoken's look-ahead, so counts equal tiktoken's
 //! `encode_ordinary` while running several times faster.
 
+use std::sync::LazyLock;
+
+use rustc_hash::FxHashSet;
+
 use super::Backend;
 use crate::error::{Error, Result};
+
+/// Every token's bytes, per encoding. Most pre-tokenizer pieces (a word with its leading
+/// space) are one token: a hash probe answers them without running the BPE encoder.
+fn whole_tokens(tokenizer: &'static bpe_openai::Tokenizer) -> FxHashSet<&'static [u8]> {
+    let bpe = &tokenizer.bpe;
+    (0..bpe.num_tokens() as u32).map(|id| bpe.token_bytes(id)).collect()
+}
+
+static CL100K_TOKENS: LazyLock<FxHashSet<&'static [u8]>> = LazyLock::new(|| whole_tokens(bpe_openai::cl100k_base()));
+static O200K_TOKENS: LazyLock<FxHashSet<&'static [u8]>> = LazyLock::new(|| whole_tokens(bpe_openai::o200k_base()));
 
 pub struct OpenAiEncoding {
     name: &'static str,
     tokenizer: &'static bpe_openai::Tokenizer,
     specials: &'static [(u32, &'static str)],
+    tokens: &'static LazyLock<FxHashSet<&'static [u8]>>,
 }
 
 // Special tokens as tiktoken defines them: never produced by ordinary encoding, but ids a
@@ -31,12 +46,12 @@ impl OpenAiEncoding {
     /// The encoding `name`, or `None` if it is not embedded. The vocabulary is
     /// deserialized on first use (a few tens of milliseconds) and shared process-wide.
     pub fn get(name: &str) -> Option<Self> {
-        let (name, tokenizer, specials): (_, _, &'static [(u32, &str)]) = match name {
-            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base(), &CL100K_SPECIALS),
-            "o200k_base" => ("o200k_base", bpe_openai::o200k_base(), &O200K_SPECIALS),
+        let (name, tokenizer, specials, tokens): (_, _, &'static [(u32, &str)], _) = match name {
+            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base(), &CL100K_SPECIALS, &CL100K_TOKENS),
+            "o200k_base" => ("o200k_base", bpe_openai::o200k_base(), &O200K_SPECIALS, &O200K_TOKENS),
             _ => return None,
         };
-        Some(Self { name, tokenizer, specials })
+        Some(Self { name, tokenizer, specials, tokens })
     }
 
     fn vocab_size(&self) -> usize {
@@ -54,10 +69,7 @@ impl Backend for OpenAiEncoding {
     }
 
     fn count(&self, text: &str) -> usize {
-        self.tokenizer
-            .split(text)
-            .map(|piece| self.tokenizer.bpe.count(piece.as_bytes()))
-            .sum()
+        self.tokenizer.split(text).map(|piece| self.count_piece(piece)).sum()
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
@@ -86,7 +98,13 @@ impl Backend for OpenAiEncoding {
     }
 
     fn count_piece(&self, piece: &str) -> usize {
-        self.tokenizer.bpe.count(piece.as_bytes())
+        let bytes = piece.as_bytes();
+        // No token is longer than 128 bytes; longer pieces skip the probe.
+        if bytes.len() <= 128 && self.tokens.contains(bytes) {
+            1
+        } else {
+            self.tokenizer.bpe.count(bytes)
+        }
     }
 }
 
