@@ -709,7 +709,7 @@ mod light {
     /// strong reference, so the object can't be freed and its address reused: the same
     /// pointer is the same immutable string, and re-fitting a history costs a lookup per
     /// message instead of hashing every byte again. Bounded by the bytes it keeps alive.
-    struct HashMemo {
+    pub struct HashMemo {
         map: FxHashMap<usize, (Py<PyAny>, u128)>,
         bytes: usize,
     }
@@ -718,6 +718,20 @@ mod light {
     const MEMO_MAX_BYTES: usize = 64 << 20;
 
     static MEMO: Mutex<Option<HashMemo>> = Mutex::new(None);
+
+    /// The memo, locked once per batch of messages. Waiting releases the GIL: the holder may
+    /// run Python code (a generator of messages) and need the GIL back to finish.
+    pub fn memo(py: Python<'_>) -> std::sync::MutexGuard<'static, Option<HashMemo>> {
+        use pyo3::sync::MutexExt;
+        MEMO.lock_py_attached(py).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The memoized hash of `o`, found by address alone: the memo holds a reference, so a
+    /// known address is the same string, and the object itself is not touched (reading
+    /// thousands of scattered string headers is what a warm fit otherwise waits on).
+    fn memo_hash(memo: &Option<HashMemo>, o: *mut ffi::PyObject) -> Option<u128> {
+        memo.as_ref()?.map.get(&(o as usize)).map(|(_, h)| *h)
+    }
 
     /// Fields of one dict by walking its entries once (no hashing of absent keys). Interned
     /// keys match by pointer; others (e.g. from json.loads) by text.
@@ -829,6 +843,7 @@ mod light {
         k: &Keys,
         format: &MessageFormat,
         key: &mut KeyBuilder,
+        memo: &mut Option<HashMemo>,
     ) -> Option<Light> {
         if !is_dict(obj) {
             return None;
@@ -843,9 +858,11 @@ mod light {
         }
         let mut has_content = false;
         if let Some(c) = f.content {
-            if let Some(t) = text(c) {
-                let mut memo = MEMO.lock().unwrap_or_else(|p| p.into_inner());
-                content_text(py, &mut memo, c, t, key);
+            if let Some(h) = memo_hash(memo, c) {
+                key.text_hashed(h);
+                has_content = true; // only strings of MEMO_MIN_LEN+ bytes are memoized
+            } else if let Some(t) = text(c) {
+                content_text(py, memo, c, t, key);
                 has_content = !t.is_empty();
             } else if ffi::PyList_Check(c) != 0 {
                 for j in 0..ffi::PyList_Size(c) {
@@ -1015,6 +1032,7 @@ fn read_messages<'py>(
     };
     let format = counter.format();
     let mut key_builder = KeyBuilder::new(&format);
+    let mut memo = light::memo(py);
     let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
     let mut missing: Vec<Option<(u128, Pending<'py>)>> = Vec::new();
     let mut pending_count = 0usize;
@@ -1022,7 +1040,7 @@ fn read_messages<'py>(
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
         // SAFETY: the GIL is held and `obj` outlives the call; `read` keeps no pointers.
-        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder) };
+        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder, &mut memo) };
         match light {
             Some(l) => {
                 let info = MessageInfo {
