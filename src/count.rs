@@ -368,26 +368,20 @@ impl Counter {
     /// Tokens of each message. Cached messages are looked up on this thread (a warm history
     /// costs hashing only); the misses are counted in parallel when there is enough new text.
     pub fn count_each_message<S: AsRef<str> + Sync>(&self, msgs: &[Message<S>]) -> Vec<usize> {
-        let keys: Vec<u128> = msgs.iter().map(|m| m.key(&self.format, &[])).collect();
-        let mut raw = vec![0usize; msgs.len()];
+        let mut out = vec![0usize; msgs.len()];
         let mut misses = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            match self.cache.get(*key) {
-                Some(n) => raw[i] = n,
-                None => misses.push(i),
+        for (i, m) in msgs.iter().enumerate() {
+            let key = m.key(&self.format, &[]);
+            match self.cached_message(key) {
+                Some(n) => out[i] = n,
+                None => misses.push((i, key)),
             }
         }
-        let new_bytes: usize = misses.iter().map(|&i| msgs[i].text_len()).sum();
-        let computed: Vec<usize> = if misses.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            misses.par_iter().map(|&i| self.compute_message(&msgs[i], &[])).collect()
-        } else {
-            misses.iter().map(|&i| self.compute_message(&msgs[i], &[])).collect()
-        };
-        for (&i, n) in misses.iter().zip(computed) {
-            self.cache.insert(keys[i], n);
-            raw[i] = n;
+        let pending: Vec<(u128, &Message<S>)> = misses.iter().map(|&(i, key)| (key, &msgs[i])).collect();
+        for (&(i, _), n) in misses.iter().zip(self.count_missing(&pending)) {
+            out[i] = n;
         }
-        raw.into_iter().map(|n| self.scaled(n)).collect()
+        out
     }
 
     /// Tokens of a whole prompt: the messages plus the reply priming.

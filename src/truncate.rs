@@ -591,24 +591,9 @@ impl Side {
             let from = self.walked_end;
             let to = ceil_boundary(text, from.saturating_add(self.window.max(64)));
             self.window = self.window.saturating_mul(2);
-            let Some(pieces) = ctx.backend.pieces(&text[from..to]) else {
+            let Some(bounds) = piece_bounds(ctx, from, to) else {
                 return self.make_whole(ctx);
             };
-            let mut bounds = Vec::new();
-            let mut pos = from;
-            for piece in pieces {
-                if piece.is_empty() {
-                    continue;
-                }
-                if offset_in(text, piece) != Some(pos) {
-                    return self.make_whole(ctx);
-                }
-                bounds.push((pos, pos + piece.len()));
-                pos += piece.len();
-            }
-            if pos != to {
-                return self.make_whole(ctx);
-            }
             let trusted = if to == len {
                 bounds.len()
             } else {
@@ -645,24 +630,9 @@ impl Side {
         loop {
             let start = ceil_boundary(text, len.saturating_sub(window).max(floor));
             let trusted = start <= floor;
-            let Some(pieces) = ctx.backend.pieces(&text[start..]) else {
+            let Some(bounds) = piece_bounds(ctx, start, len) else {
                 return self.make_whole(ctx);
             };
-            let mut bounds = Vec::new();
-            let mut pos = start;
-            for piece in pieces {
-                if piece.is_empty() {
-                    continue;
-                }
-                if offset_in(text, piece) != Some(pos) {
-                    return self.make_whole(ctx);
-                }
-                bounds.push((pos, pos + piece.len()));
-                pos += piece.len();
-            }
-            if pos != len {
-                return self.make_whole(ctx);
-            }
             self.spans.clear();
             let mut acc = 0usize;
             let mut short = false;
@@ -873,6 +843,26 @@ impl Side {
 }
 
 /// Offset of `piece` inside `text`, if it is a slice of it.
+/// The byte spans of the backend's pieces of `text[from..to]`, or `None` when the backend has
+/// no pieces or they do not tile the slice exactly (the caller then falls back to encoding
+/// the whole text).
+fn piece_bounds(ctx: &Ctx<'_>, from: usize, to: usize) -> Option<Vec<(usize, usize)>> {
+    let text = ctx.text;
+    let mut bounds = Vec::new();
+    let mut pos = from;
+    for piece in ctx.backend.pieces(&text[from..to])? {
+        if piece.is_empty() {
+            continue;
+        }
+        if offset_in(text, piece) != Some(pos) {
+            return None;
+        }
+        bounds.push((pos, pos + piece.len()));
+        pos += piece.len();
+    }
+    (pos == to).then_some(bounds)
+}
+
 fn offset_in(text: &str, piece: &str) -> Option<usize> {
     let base = text.as_ptr() as usize;
     let p = piece.as_ptr() as usize;
