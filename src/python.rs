@@ -382,7 +382,7 @@ impl PyCounter {
     /// "tokenizer_json" (source: path) or "heuristic".
     #[new]
     #[pyo3(signature = (kind, source=None, *, pattern=None, special_tokens=None, nfc=false, cache_entries=None,
-                        tokens_per_message=3, tokens_per_name=1, tokens_per_tool_call=3, reply_priming=3))]
+                        cache_bytes=None, tokens_per_message=3, tokens_per_name=1, tokens_per_tool_call=3, reply_priming=3))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -392,6 +392,7 @@ impl PyCounter {
         special_tokens: Option<HashMap<String, u32>>,
         nfc: bool,
         cache_entries: Option<usize>,
+        cache_bytes: Option<usize>,
         tokens_per_message: u32,
         tokens_per_name: u32,
         tokens_per_tool_call: u32,
@@ -405,9 +406,12 @@ impl PyCounter {
                 e => to_py_err(e),
             })
         })?;
-        let cache = match cache_entries {
-            Some(n) => Arc::new(CountCache::new(n)),
-            None => shared_cache,
+        // A private cache when a bound is given; otherwise the tokenizer's shared one.
+        let cache = match (cache_entries, cache_bytes) {
+            (Some(_), Some(_)) => return Err(PyValueError::new_err("give cache_entries or cache_bytes, not both")),
+            (Some(n), None) => Arc::new(CountCache::new(n)),
+            (None, Some(b)) => Arc::new(CountCache::with_max_bytes(b)),
+            (None, None) => shared_cache,
         };
         Ok(Self { inner: Arc::new(Counter::new(backend, cache, format)) })
     }

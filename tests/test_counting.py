@@ -806,3 +806,15 @@ def test_rust_panics_do_not_cross_into_python() -> None:
         wf.Counter.heuristic().encode("x")
     with pytest.raises(ValueError):
         wf.get_encoding("cl100k_base").decode([10**8])
+
+
+def test_cache_bounded_by_bytes() -> None:
+    # ~80 bytes an entry: an 8 KB budget holds about a hundred counts, never thousands
+    c = wf.Counter(encoding="cl100k_base", cache_bytes=8_000)
+    assert c.cache_info()["capacity"] == 100
+    for i in range(5_000):
+        c.count(f"distinct text {i}")
+    assert c.cache_info()["size"] <= 120
+    assert c.count("distinct text 4999") == wf.get_encoding("cl100k_base").count("distinct text 4999")
+    with pytest.raises(ValueError):
+        wf.Counter(encoding="cl100k_base", cache_entries=10, cache_bytes=10)

@@ -23,6 +23,7 @@ class Counter:
         special_tokens: Mapping[str, int] | None = None,
         nfc: bool = False,
         cache_entries: int | None = None,
+        cache_bytes: int | None = None,
         tokens_per_message: int = 3,
         tokens_per_name: int = 1,
         tokens_per_tool_call: int = 3,

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,9 @@ class Counter(_core.Counter):
 
     ``Counter(model="gpt-4o")``, ``Counter(encoding="cl100k_base")``, ``Counter(model="qwen-max")``;
     files: ``Counter.from_tiktoken_file(...)``, ``Counter.from_tokenizer_json(...)``; estimate:
-    ``Counter.heuristic()``. Counters of one tokenizer share one cache unless ``cache_entries``
-    is given (0 disables caching).
+    ``Counter.heuristic()``. Counters of one tokenizer share one cache unless a private
+    bound is given: ``cache_entries`` (0 disables caching) or ``cache_bytes`` (about 80 bytes
+    an entry).
     """
 
     model: str | None
@@ -165,6 +166,7 @@ class Counter(_core.Counter):
         *,
         strict: bool = False,
         cache_entries: int | None = None,
+        cache_bytes: int | None = None,
         _spec: Mapping[str, Any] | None = None,
     ) -> Counter:
         fmt: dict[str, int] = {}
@@ -186,11 +188,14 @@ class Counter(_core.Counter):
             }
         else:
             raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
-        if cache_entries is not None and (not isinstance(cache_entries, int) or cache_entries < 0):
-            raise ValueError(f"cache_entries must be a non-negative int, got {cache_entries!r}")
+        for arg, value in (("cache_entries", cache_entries), ("cache_bytes", cache_bytes)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{arg} must be a non-negative int, got {value!r}")
         kind = spec.pop("kind")
         source = spec.pop("source", None)
-        self = super().__new__(cls, kind, source, cache_entries=cache_entries, **spec, **fmt)
+        self = super().__new__(
+            cls, kind, source, cache_entries=cache_entries, cache_bytes=cache_bytes, **spec, **fmt
+        )
         self.model = model
         return self
 
@@ -328,9 +333,3 @@ def resolve_counter(counter: Counter | None, model: str | None, default: str = "
             raise TypeError(f"counter must be a windowfit.Counter, not {type(counter).__name__}")
         return counter
     return shared_counter(model or default)
-
-
-def _sequence_check(messages: Any) -> Sequence[Any]:
-    if isinstance(messages, (str, bytes, Mapping)):
-        raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
-    return messages if isinstance(messages, Sequence) else list(messages)
