@@ -5,16 +5,31 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench services lint clean
+.PHONY: demo test test-rust test-python dev release bench services lint lint-rust lint-python clean
 
 ## demo: build into .venv and run `windowfit demo` on the embedded sample session
 demo: dev
 	$(VENV)/bin/windowfit demo
 
-## test: cargo tests + pytest (property tests, references, real Redis and HTTP servers)
+## test: lint, cargo tests, pytest (property tests, references, real servers on loopback)
 test: test-rust test-python
 
-## test-rust: unit tests of the pure-Rust core
+## lint: clippy on the core and the bindings, ruff, mypy on the package, stubtest on _core
+lint: lint-rust lint-python
+
+## lint-rust: rustfmt and clippy (with the bindings feature), warnings are errors
+lint-rust:
+	cargo fmt --check
+	cargo clippy --all-targets --features python --quiet -- -D warnings
+
+## lint-python: ruff lint and format check, mypy, and stubtest of the compiled _core against _core.pyi
+lint-python: dev
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/mypy python/windowfit
+	$(VENV)/bin/python -m mypy.stubtest windowfit._core
+
+## test-rust: unit tests of the pure-Rust core, and a compile of the bindings
 test-rust:
 	cargo test --lib --quiet
 

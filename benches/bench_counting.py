@@ -30,9 +30,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _corpus import corpus, quicktok_encoding, tiktoken_cl100k, tiktoken_o200k
-
 import windowfit as wf
+from _corpus import corpus, quicktok_encoding, tiktoken_cl100k, tiktoken_o200k
 
 TEXTS = [s.text for s in corpus()]
 ENCODINGS = ["cl100k_base", "o200k_base"]

@@ -22,7 +22,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _redis import redis_prefix, redis_server, redis_url
-
 from windowfit.store import BaseStore, SQLiteStore
 
 # imported so that pytest finds these fixtures in this module

@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import windowfit as wf
 from _corpus import (
     corpus,
     deepseek_hf_reference,
@@ -38,8 +39,6 @@ from _corpus import (
     tiktoken_cl100k,
     tiktoken_o200k,
 )
-
-import windowfit as wf
 
 CACHE = 2_000_000
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-__all__ = ["RedisServer", "redis_server", "redis_url", "redis_prefix", "start_redis_server"]
+__all__ = ["RedisServer", "redis_prefix", "redis_server", "redis_url", "start_redis_server"]
 
 
 @dataclass

@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 from _store_workers import append_worker, endless_writer, open_store, spawn, state_worker
-
 from windowfit.store import BaseStore
 
 

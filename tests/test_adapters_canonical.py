@@ -83,9 +83,9 @@ def histories(draw: Any, with_detail: bool = True, system: bool = True) -> list[
 
 # --------------------------------------------------------------------------- tests
 
-import pytest  # noqa: E402
-from hypothesis import given  # noqa: E402
-from windowfit.adapters import Converted, content_text, history_problems, is_valid_history  # noqa: E402
+import pytest
+from hypothesis import given
+from windowfit.adapters import Converted, content_text, history_problems, is_valid_history
 
 
 @given(histories())

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import windowfit as wf
 from _corpus import (
     _FUZZ_ALPHABET,
     corpus,
@@ -37,8 +38,6 @@ from _corpus import (
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 from windowfit import counting
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -815,6 +814,8 @@ def test_cache_bounded_by_bytes() -> None:
     for i in range(5_000):
         c.count(f"distinct text {i}")
     assert c.cache_info()["size"] <= 120
-    assert c.count("distinct text 4999") == wf.get_encoding("cl100k_base").count("distinct text 4999")
+    assert c.count("distinct text 4999") == wf.get_encoding("cl100k_base").count(
+        "distinct text 4999"
+    )
     with pytest.raises(ValueError):
         wf.Counter(encoding="cl100k_base", cache_entries=10, cache_bytes=10)

@@ -19,11 +19,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+import windowfit as wf
 from _corpus import corpus, qwen_reference, tiktoken_cl100k, tiktoken_o200k
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 from windowfit.counting import render_tools
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

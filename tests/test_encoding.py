@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 import pytest
+import windowfit as wf
 from _corpus import (
     _FUZZ_ALPHABET,
     corpus,
@@ -22,8 +23,6 @@ from _corpus import (
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 
 REFERENCES = {"cl100k_base": tiktoken_cl100k, "o200k_base": tiktoken_o200k}
 ENCODINGS = sorted(REFERENCES)

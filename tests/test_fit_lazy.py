@@ -7,13 +7,22 @@ import random
 from typing import Any
 
 import pytest
-
 import windowfit as wf
 
 
 def long_history(seed: int, n: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    words = "alpha beta 数据 gamma delta 上下文 epsilon error=E42 path/to/file.py".split()
+    words = [
+        "alpha",
+        "beta",
+        "数据",
+        "gamma",
+        "delta",
+        "上下文",
+        "epsilon",
+        "error=E42",
+        "path/to/file.py",
+    ]
 
     def text(lo: int, hi: int) -> str:
         return " ".join(rng.choice(words) for _ in range(rng.randint(lo, hi))) + f" #{rng.random()}"
@@ -31,7 +40,10 @@ def long_history(seed: int, n: int) -> list[dict[str, Any]]:
         elif r < 0.9:
             ids = [f"c{call + k}" for k in range(rng.choice([1, 1, 2, 3]))]
             call += len(ids)
-            calls = [{"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids]
+            calls = [
+                {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                for i in ids
+            ]
             msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
             answered = ids if rng.random() > 0.1 else ids[:-1]  # some calls go unanswered
             for i in answered:

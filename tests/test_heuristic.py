@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+import windowfit as wf
 from _corpus import CATEGORIES, corpus, tiktoken_cl100k
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 
 # --------------------------------------------------------------------------- the Python mirror
 # Line for line the algorithm of src/tokenize/heuristic.rs (same classes, same arithmetic in

@@ -13,11 +13,11 @@ import pytest
 
 anthropic = pytest.importorskip("anthropic")
 
-import windowfit as wf  # noqa: E402
-from windowfit.adapters import from_anthropic, history_problems  # noqa: E402
-from windowfit.integrations.anthropic import AnthropicWindow, count_tokens  # noqa: E402
-from windowfit.store import MemoryStore  # noqa: E402
-from windowfit.usage import UsageTracker  # noqa: E402
+import windowfit as wf
+from windowfit.adapters import from_anthropic, history_problems
+from windowfit.integrations.anthropic import AnthropicWindow, count_tokens
+from windowfit.store import MemoryStore
+from windowfit.usage import UsageTracker
 
 MODEL = "claude-haiku-4-5"
 CHARS_PER_TOKEN = 2.0  # the stand-in's "true" tokenizer: denser than windowfit's estimate (~2.7)
@@ -36,7 +36,7 @@ class MessagesAPI(BaseHTTPRequestHandler):
 
     requests: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         n = len(self.requests)
         self.requests.append(body)

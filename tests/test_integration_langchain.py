@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
 
-import windowfit as wf  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+import windowfit as wf
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
@@ -23,22 +23,39 @@ from langchain_core.messages import (  # noqa: E402
     ToolMessage,
     trim_messages,
 )
-from langchain_core.tools import tool  # noqa: E402
-from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: E402
-from pydantic import Field  # noqa: E402
-from windowfit.adapters import history_problems  # noqa: E402
-from windowfit.integrations.langchain import (  # noqa: E402
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+from windowfit.adapters import history_problems
+from windowfit.integrations.langchain import (
     Windower,
     from_canonical,
     to_canonical,
     token_counter,
     trim,
 )
-from windowfit.integrations.langgraph import WindowfitAgentState, pre_model_hook  # noqa: E402
+from windowfit.integrations.langgraph import WindowfitAgentState, pre_model_hook
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "pi",
+    "rho",
+]
 
 
 def big_output(seed: str, words: int = 900) -> str:
@@ -278,9 +295,7 @@ def test_langchain_agent_200_turns_with_middleware() -> None:
 
     turns, window, reserve = 200, 9000, 1000
     model = RecordingChat(messages=script(turns))
-    mw = WindowfitMiddleware(
-        model="gpt-4o", context_window=window, output_reserve=reserve
-    )
+    mw = WindowfitMiddleware(model="gpt-4o", context_window=window, output_reserve=reserve)
     agent = create_agent(
         model, TOOLS, system_prompt=PROMPT, middleware=[mw], checkpointer=InMemorySaver()
     )

@@ -10,27 +10,40 @@ import pytest
 
 pytest.importorskip("agents")
 
-import windowfit as wf  # noqa: E402
-from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (  # noqa: E402
+import windowfit as wf
+from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseReasoningItem,
 )
-from openai.types.responses.response_reasoning_item import Summary  # noqa: E402
-from windowfit.adapters import from_responses, history_problems  # noqa: E402
-from windowfit.adapters.openai_responses import call_key, output_key  # noqa: E402
-from windowfit.integrations.openai_agents import WindowfitSession, input_filter  # noqa: E402
-from windowfit.store import MemoryStore  # noqa: E402
+from openai.types.responses.response_reasoning_item import Summary
+from windowfit.adapters import from_responses, history_problems
+from windowfit.adapters.openai_responses import call_key, output_key
+from windowfit.integrations.openai_agents import WindowfitSession, input_filter
+from windowfit.store import MemoryStore
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
 set_tracing_disabled(True)  # offline: the SDK would try to export traces
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+]
 INSTRUCTIONS = "You are a code assistant."
 
 

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-import windowfit as wf  # noqa: E402
-from pydantic_ai import Agent, RunContext  # noqa: E402
-from pydantic_ai.capabilities import ProcessHistory  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+import windowfit as wf
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -26,9 +26,9 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from windowfit.adapters import history_problems  # noqa: E402
-from windowfit.integrations.pydantic_ai import (  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from windowfit.adapters import history_problems
+from windowfit.integrations.pydantic_ai import (
     WindowfitCapability,
     WindowfitHistory,
     from_canonical,
@@ -38,7 +38,20 @@ from windowfit.integrations.pydantic_ai import (  # noqa: E402
 
 COUNTER = wf.Counter(model="gpt-4o")
 # The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+]
 INSTRUCTIONS = "You are a code assistant."
 
 

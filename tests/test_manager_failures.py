@@ -94,7 +94,7 @@ def test_failures_never_lose_messages_or_store_errors(session, mode: str) -> Non
     failed = [p for _, p in results if p.stats["summary_failed"]]
     assert flaky.calls, "the summarizer was never asked"
     assert len(failed) == len(flaky.calls)  # every failure is reported
-    for history, p in results:
+    for _history, p in results:
         s = p.stats
         assert p.state["summary"] == ""  # nothing was ever accepted ...
         assert "SECRET-ERROR-TEXT" not in json.dumps(p.messages)  # ... so no error text is sent

@@ -67,7 +67,7 @@ def run(cm: ContextManager, session, *, check: bool = True, limit: int | None = 
     """Drive ``cm`` through the session; returns the list of Prepared."""
     state = None
     out = []
-    for n, (turn, history) in enumerate(session.prefixes()):
+    for n, (_turn, history) in enumerate(session.prefixes()):
         if limit is not None and n >= limit:
             break
         p = cm.prepare(history, state)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from collections.abc import Callable
 
 import pytest
-
 from windowfit.session import Session
 from windowfit.store import BaseStore, ConflictError, MemoryStore, SQLiteStore
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from _redis import redis_prefix, redis_server, redis_url
-
 from windowfit.store import BaseStore, MemoryStore, SQLiteStore
 
 # imported so that pytest finds these fixtures in this module

@@ -14,7 +14,6 @@ import pytest
 from _redis import redis_prefix, redis_server, redis_url
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from windowfit.session import Session
 from windowfit.store import (
     BaseStore,

@@ -16,7 +16,6 @@ from _store_reliability import (
     check_concurrent_state,
     check_sigkill_mid_appends,
 )
-
 from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreError
 from windowfit.store.base import encode_message
 

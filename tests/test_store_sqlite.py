@@ -15,7 +15,6 @@ from _store_reliability import (
     check_concurrent_state,
     check_sigkill_mid_appends,
 )
-
 from windowfit.store import SQLiteStore, StoreCorruptError, StoreError
 
 

@@ -14,7 +14,6 @@ from types import SimpleNamespace
 
 import pytest
 from _redis import redis_prefix, redis_server, redis_url
-
 from windowfit.store import BaseStore, MemoryStore, SQLiteStore
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker, extract_usage
 

@@ -24,9 +24,16 @@ from windowfit.counting import (
     get_encoding,
 )
 from windowfit.fitting import FitResult, fit, repair
-from windowfit.manager import Budget, ContextManager, Prepared, StrategyDecision, choose_strategy, compute_budget
-from windowfit.observation import ObservationTruncator, compact_json
+from windowfit.manager import (
+    Budget,
+    ContextManager,
+    Prepared,
+    StrategyDecision,
+    choose_strategy,
+    compute_budget,
+)
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
+from windowfit.observation import ObservationTruncator, compact_json
 from windowfit.session import Session
 from windowfit.store import (
     ConflictError,

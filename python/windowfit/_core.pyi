@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeAlias, final
 
 __version__: str
 ENCODINGS: tuple[str, ...]
@@ -72,7 +72,7 @@ class Encoding:
 
 def get_encoding(name: str) -> Encoding: ...
 
-_FitTuple = tuple[list[int], list[int], list[tuple[int, list[str]]], int, dict[str, Any]]
+_FitTuple: TypeAlias = tuple[list[int], list[int], list[tuple[int, list[str]]], int, dict[str, Any]]
 
 def fit_indices(
     counter: Counter,

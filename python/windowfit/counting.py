@@ -23,10 +23,10 @@ from windowfit.models import UnknownModelError, get_model
 __all__ = [
     "Counter",
     "Encoding",
-    "get_encoding",
-    "encoding_for_model",
-    "count",
     "MissingTokenizerError",
+    "count",
+    "encoding_for_model",
+    "get_encoding",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def get_encoding(name: str) -> Encoding:
     return _encoding(name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _encoding(name: str) -> Encoding:
     return _core.get_encoding(name)
 
@@ -95,9 +95,17 @@ def _qwen_source(tokenizer: str) -> dict[str, Any] | None:
         names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     else:
         path, pattern, start = root / "resources" / "qwen.tiktoken", QWEN_PATTERN, 151643
-        names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [f"<|extra_{i}|>" for i in range(205)]
+        names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [
+            f"<|extra_{i}|>" for i in range(205)
+        ]
     specials = {tok: start + i for i, tok in enumerate(names)}
-    return {"kind": "tiktoken", "source": str(path), "pattern": pattern, "special_tokens": specials, "nfc": True}
+    return {
+        "kind": "tiktoken",
+        "source": str(path),
+        "pattern": pattern,
+        "special_tokens": specials,
+        "nfc": True,
+    }
 
 
 def _deepseek_source() -> dict[str, Any] | None:
@@ -189,7 +197,9 @@ class Counter(_core.Counter):
         else:
             raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
         for arg, value in (("cache_entries", cache_entries), ("cache_bytes", cache_bytes)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
                 raise ValueError(f"{arg} must be a non-negative int, got {value!r}")
         kind = spec.pop("kind")
         source = spec.pop("source", None)
@@ -223,9 +233,13 @@ class Counter(_core.Counter):
         return cls(cache_entries=cache_entries, _spec=spec)
 
     @classmethod
-    def from_tokenizer_json(cls, path: str | os.PathLike[str], *, cache_entries: int | None = None) -> Counter:
+    def from_tokenizer_json(
+        cls, path: str | os.PathLike[str], *, cache_entries: int | None = None
+    ) -> Counter:
         """A counter over any Hugging Face ``tokenizer.json`` (DeepSeek, Llama 3, ...)."""
-        return cls(cache_entries=cache_entries, _spec={"kind": "tokenizer_json", "source": os.fspath(path)})
+        return cls(
+            cache_entries=cache_entries, _spec={"kind": "tokenizer_json", "source": os.fspath(path)}
+        )
 
     @classmethod
     def heuristic(cls, *, cache_entries: int | None = None) -> Counter:
@@ -248,10 +262,18 @@ class Counter(_core.Counter):
         return self.count(render_tools(tools))
 
     def __reduce__(self) -> Any:
-        raise TypeError("Counter objects hold native state and cannot be pickled; create one per process")
+        raise TypeError(
+            "Counter objects hold native state and cannot be pickled; create one per process"
+        )
 
 
-_TS_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
+_TS_TYPES = {
+    "string": "string",
+    "integer": "number",
+    "number": "number",
+    "boolean": "boolean",
+    "null": "null",
+}
 
 
 def _ts_type(schema: Mapping[str, Any], indent: str) -> str:

@@ -149,7 +149,7 @@ def _tool_output(
         count = rng.randint(300, 900) if big else rng.randint(8, 25)
         svc = args.get("service", "api")
         out = []
-        for i in range(count):
+        for _ in range(count):
             level = "ERROR" if rng.random() < 0.03 else "INFO"
             msg = (
                 "db timeout after 5000ms"

@@ -38,7 +38,9 @@ class FitStats(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         if key == "tokens_dropped" and self._pending is not None:
             counter, messages, dropped = self._pending
-            self._data["tokens_dropped"] = sum(counter.count_each_message([messages[i] for i in dropped]))
+            self._data["tokens_dropped"] = sum(
+                counter.count_each_message([messages[i] for i in dropped])
+            )
             self._pending = None
         return self._data[key]
 
@@ -49,7 +51,10 @@ class FitStats(Mapping[str, Any]):
         return len(self._data)
 
     def __repr__(self) -> str:
-        shown = {k: ("<on access>" if k == "tokens_dropped" and self._pending else v) for k, v in self._data.items()}
+        shown = {
+            k: ("<on access>" if k == "tokens_dropped" and self._pending else v)
+            for k, v in self._data.items()
+        }
         return f"FitStats({shown!r})"
 
 
@@ -159,7 +164,7 @@ def _result(messages: list[Any], raw: tuple, budget: int | None, counter: Counte
 
 def fit(
     messages: Sequence[Any],
-    budget: int | float,
+    budget: float,
     *,
     counter: Counter | None = None,
     model: str | None = None,

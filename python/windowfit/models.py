@@ -15,8 +15,8 @@ __all__ = [
     "ModelInfo",
     "UnknownModelError",
     "get_model",
-    "register_model",
     "list_models",
+    "register_model",
 ]
 
 
@@ -196,7 +196,9 @@ def register_model(info: ModelInfo, *, overwrite: bool = True) -> None:
     if not isinstance(info, ModelInfo):
         raise TypeError(f"register_model takes a ModelInfo, not {type(info).__name__}")
     if info.context_window <= 0 or info.max_output_tokens < 0:
-        raise ValueError(f"model {info.name!r}: context_window must be > 0 and max_output_tokens >= 0")
+        raise ValueError(
+            f"model {info.name!r}: context_window must be > 0 and max_output_tokens >= 0"
+        )
     key = _normalize(info.name)
     with _lock:
         if not overwrite and key in _registry:

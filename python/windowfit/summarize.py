@@ -29,7 +29,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -1209,5 +1209,3 @@ class LLMSummarizer:
                 client = self._openai.AsyncOpenAI(**self._client_kwargs)
                 self._async_clients[loop] = client
         return client
-
-

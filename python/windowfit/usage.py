@@ -29,10 +29,10 @@ from typing import Any
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
 
 __all__ = [
-    "UsageTracker",
     "Quota",
     "QuotaExceededError",
     "UsageRecord",
+    "UsageTracker",
     "extract_usage",
 ]
 

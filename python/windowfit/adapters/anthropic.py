@@ -27,7 +27,7 @@ from .canonical import (
 
 __all__ = ["fit_anthropic", "from_anthropic", "new_messages", "to_anthropic"]
 
-_DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.S)
+_DATA_URL = re.compile(r"^data:([^;,]+);base64,(.*)$", re.DOTALL)
 
 
 def _compact(d: Mapping[str, Any]) -> str:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 __all__ = [
+    "SYSTEM_ROLES",
     "Converted",
     "Ref",
-    "SYSTEM_ROLES",
     "as_dict",
     "content_text",
     "history_problems",

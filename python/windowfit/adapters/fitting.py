@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from .canonical import Converted
 
-__all__ = ["Fitted", "Prepared", "fit_converted", "prepare_converted", "aprepare_converted"]
+__all__ = ["Fitted", "Prepared", "aprepare_converted", "fit_converted", "prepare_converted"]
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["missing_extra", "resolve_counter", "resolve_manager", "START_ON_ALIASES"]
+__all__ = ["START_ON_ALIASES", "missing_extra", "resolve_counter", "resolve_manager"]
 
 # frameworks name the user role differently; fit speaks canonical roles
 START_ON_ALIASES = {"human": "user", "user": "user", None: None, "any": None}

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from windowfit.store.base import BaseStore, SessionInfo, StoreError
 
-__all__ = ["add_store_arguments", "open_cli_store", "cmd_session_show", "cmd_usage"]
+__all__ = ["add_store_arguments", "cmd_session_show", "cmd_usage", "open_cli_store"]
 
 _DEFAULT_DB = "sessions.db"
 

@@ -22,32 +22,33 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
-from collections.abc import Callable
+
+from typing_extensions import Self
 
 if TYPE_CHECKING:
     from windowfit.session import Session
 
 __all__ = [
-    "StoreError",
+    "MAX_SESSION_ID_LENGTH",
+    "SCHEMA_VERSION",
+    "BaseStore",
     "ConflictError",
-    "StoreCorruptError",
     "SessionInfo",
+    "StoreCorruptError",
+    "StoreError",
     "UsageRecord",
     "UsageRow",
-    "BaseStore",
-    "SCHEMA_VERSION",
-    "MAX_SESSION_ID_LENGTH",
-    "encode_message",
     "decode_message",
     "decode_messages",
-    "encode_state",
     "decode_state",
-    "validate_session_id",
+    "encode_message",
+    "encode_state",
     "new_child_id",
+    "validate_session_id",
 ]
 
 logger = logging.getLogger(__name__)
@@ -558,19 +559,19 @@ class BaseStore(abc.ABC):
 
     # ---- lifecycle
 
-    def close(self) -> None:  # noqa: B027  (optional: stores without connections need nothing)
+    def close(self) -> None:  # noqa: B027 - stores without connections need no close
         """Release connections. The store must not be used afterwards."""
 
     async def aclose(self) -> None:
         self.close()
 
-    def __enter__(self: T) -> T:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self: T) -> T:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,0 +1,46 @@
+"""windowfit's exceptions: one base, ``WindowfitError``, under every error the library raises.
+
+Each error also keeps the builtin base a caller would catch without knowing windowfit
+(``ValueError`` for bad values, ``TypeError`` for wrong types, ``KeyError`` for unknown names),
+so ``except ValueError`` code keeps working. The Rust core raises the classes defined here
+(imported by the bindings), so there is one class per error kind whichever layer raised it.
+"""
+
+from __future__ import annotations
+
+
+class WindowfitError(Exception):
+    """Base of every exception windowfit raises on purpose."""
+
+
+class BudgetError(WindowfitError, ValueError):
+    """The pinned messages alone exceed the token budget."""
+
+
+class InvalidMessageError(WindowfitError, ValueError):
+    """A message has a bad value; the message names its index and field."""
+
+
+class MessageTypeError(WindowfitError, TypeError):
+    """A message or one of its fields has the wrong type; the message names its index and field."""
+
+
+class VocabularyError(WindowfitError, ValueError):
+    """A vocabulary or tokenizer file is corrupt or unsupported."""
+
+
+class UnknownEncodingError(WindowfitError, KeyError):
+    """No embedded encoding has this name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+__all__ = [
+    "BudgetError",
+    "InvalidMessageError",
+    "MessageTypeError",
+    "UnknownEncodingError",
+    "VocabularyError",
+    "WindowfitError",
+]
