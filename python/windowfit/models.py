@@ -11,6 +11,8 @@ import difflib
 import threading
 from dataclasses import dataclass, replace
 
+from windowfit.errors import WindowfitError
+
 __all__ = [
     "ModelInfo",
     "UnknownModelError",
@@ -20,7 +22,7 @@ __all__ = [
 ]
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(WindowfitError, KeyError):
     """A model name the registry does not know. The message lists close matches."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; show the message plainly

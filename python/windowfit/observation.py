@@ -17,12 +17,13 @@ import contextlib
 import json
 import logging
 import math
-import operator
 import os
 import re
 import tempfile
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,6 +32,7 @@ from typing import Any
 
 from windowfit.counting import Counter, resolve_counter
 from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
+from windowfit.truncation import _limit as check_limit
 
 __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
 
@@ -60,19 +62,10 @@ def count_bytes(text: str) -> int:
 
 
 def _limit(name: str, value: Any) -> int | None:
-    """A limit: None or a positive int; ``ValueError``/``TypeError`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int or None, not bool")
-    if isinstance(value, float) and math.isnan(value):
-        raise ValueError(f"{name} must be a positive int, not NaN")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}") from None
-    if n <= 0:
-        raise ValueError(f"{name} must be a positive int, got {n}")
+    """A limit as ``truncate`` checks it, and positive: an empty preview helps no agent."""
+    n = check_limit(name, value)
+    if n == 0:
+        raise ValueError(f"{name} must be a positive int, got 0")
     return n
 
 
@@ -450,13 +443,14 @@ class ObservationTruncator:
         max_bytes: int | None = 51200,
         max_tokens: int | None = None,
         direction: str = "head",
-        output_dir: str | os.PathLike[str] = "tool-output",
+        output_dir: str | os.PathLike[str] | None = "tool-output",
         counter: Counter | None = None,
         model: str | None = None,
         compact_json: bool = True,
         key_fields: Sequence[str] | None = None,
         marker: str = DEFAULT_MARKER,
         head_ratio: float = 0.5,
+        cache_size: int = 0,
     ) -> None:
         self.limits = _Limits(
             _limit("max_tokens", max_tokens),
@@ -476,7 +470,17 @@ class ObservationTruncator:
         ):
             raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
         self.direction = direction
-        self.output_dir = Path(output_dir)
+        # None: nothing is saved and the preview is the bare cut (the context manager's mode:
+        # the full output stays in the caller's history)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        if cache_size and self.output_dir is not None:
+            raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
+        # results by output, for windows that show the same outputs every turn
+        self._cache: OrderedDict[str, dict[str, Any]] | None = OrderedDict() if cache_size else None
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
         self.counter: Counter = resolve_counter(counter, model)
         self.compact_json = bool(compact_json)
         self.key_fields = _check_key_fields(key_fields)
@@ -499,7 +503,8 @@ class ObservationTruncator:
         return (
             f"ObservationTruncator(max_lines={self.max_lines}, max_bytes={self.max_bytes}, "
             f"max_tokens={self.max_tokens}, direction={self.direction!r}, "
-            f"output_dir={str(self.output_dir)!r}, counter={self.counter.name!r})"
+            f"output_dir={str(self.output_dir) if self.output_dir else None!r}, "
+            f"counter={self.counter.name!r})"
         )
 
     # ---------------------------------------------------------------- public
@@ -508,6 +513,8 @@ class ObservationTruncator:
         self, tool_name: str, output: str, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """The preview of ``output`` within the limits, saving the full output if it is cut."""
+        if self.output_dir is None:
+            return self._in_memory(tool_name, output, metadata)
         job = self._measure(tool_name, output, metadata)
         if job.unsure:
             self._settle(job)
@@ -523,6 +530,10 @@ class ObservationTruncator:
         """``truncate`` for async agents: the file write (and, for big outputs, the cutting)
         runs in a worker thread, so the event loop is never blocked on disk."""
         big = isinstance(output, str) and len(output) > _ASYNC_INLINE_CHARS
+        if self.output_dir is None:  # no disk: only the cutting, off the loop when big
+            if big:
+                return await asyncio.to_thread(self._in_memory, tool_name, output, metadata)
+            return self._in_memory(tool_name, output, metadata)
 
         async def run(fn: Callable[..., Any], *args: Any) -> Any:
             return await asyncio.to_thread(fn, *args) if big else fn(*args)
@@ -535,6 +546,41 @@ class ObservationTruncator:
         await run(self._plan, job)
         path, error = await asyncio.to_thread(self._save, job)
         return await run(self._finish, job, path, error)
+
+    def _in_memory(
+        self, tool_name: str, output: str, metadata: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """``truncate`` without a file: the bare cut, remembered when there is a cache."""
+        cache = self._cache if metadata is None else None
+        key = (tool_name, output)
+        if cache is not None:
+            with self._cache_lock:
+                hit = cache.get(key)
+                if hit is not None:
+                    cache.move_to_end(key)
+                    return dict(hit)  # the stats are shared: treat them as read-only
+        job = self._measure(tool_name, output, metadata)
+        if job.unsure:
+            cut = job.cuts[self.limits] = self._cut(output, self.limits)
+            job.tokens = cut.original_tokens
+            if cut.truncated:
+                job.over.append("tokens")
+        if not job.over:
+            result = self._untouched(job)
+        else:
+            preview, omitted = self._plain_preview_bare(job)
+            result = self._finish(job, None, None, preview, {"omitted_tokens": omitted})
+        if cache is not None:
+            with self._cache_lock:
+                cache[key] = dict(result)
+                if len(cache) > self._cache_size:
+                    cache.popitem(last=False)
+        return result
+
+    def _plain_preview_bare(self, job: _Job) -> tuple[str, int]:
+        t = job.cuts.get(self.limits) or self._cut(job.output, self.limits)
+        job.tokens = t.original_tokens
+        return t.text, t.omitted_tokens
 
     # ---------------------------------------------------------------- steps
 
@@ -573,7 +619,7 @@ class ObservationTruncator:
     def _settle(self, job: _Job) -> None:
         """Decide a big output's token limit with the first cut of its preview (kept for it)."""
         job.name = _unique_name(job.tool_name, ".txt")
-        path = str(self.output_dir / job.name)
+        path = str(self._directory() / job.name)
         room = self._first_room(self._plain_notes(job, path)[0])
         t = self._cut(job.output, room) if room is not None else self._cut(job.output, self.limits)
         job.cuts[room or self.limits] = t
@@ -581,6 +627,11 @@ class ObservationTruncator:
         job.unsure = False
         if self.limits.tokens is not None and job.tokens > self.limits.tokens:
             job.over.append("tokens")
+
+    def _directory(self) -> Path:
+        if self.output_dir is None:  # the in-memory path never reaches a file step
+            raise RuntimeError("this truncator saves no files (output_dir=None)")
+        return self.output_dir
 
     def _untouched(self, job: _Job) -> dict[str, Any]:
         stats = {
@@ -610,7 +661,7 @@ class ObservationTruncator:
 
     def _save(self, job: _Job) -> tuple[str | None, str | None]:
         try:
-            path = _write_atomic(self.output_dir, job.name, job.output)
+            path = _write_atomic(self._directory(), job.name, job.output)
         except OSError as e:
             error = f"{type(e).__name__}: {e}"
             logger.error(
@@ -622,8 +673,17 @@ class ObservationTruncator:
             return None, error
         return str(path), None
 
-    def _finish(self, job: _Job, path: str | None, error: str | None) -> dict[str, Any]:
-        if job.compacted is not None:
+    def _finish(
+        self,
+        job: _Job,
+        path: str | None,
+        error: str | None,
+        preview: str | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if preview is not None and info is not None:
+            pass  # cut already (in memory)
+        elif job.compacted is not None:
             preview, info = self._compact_preview(job, path)
         else:
             preview, info = self._plain_preview(job, path)
