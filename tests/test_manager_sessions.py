@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_manager import check_prompt
 from windowfit.demo import PLANTED_FACTS, simulate_session
-from windowfit.manager import ENV_VARS, ContextManager
+from windowfit.context import ENV_VARS, ContextManager
 from windowfit.summarize import ExtractiveSummarizer
 
 

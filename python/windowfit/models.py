@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import threading
 from dataclasses import dataclass, replace
+from typing import Any
 
 from windowfit.errors import WindowfitError
 
@@ -57,7 +58,17 @@ class ModelInfo:
         return self.tokenizer != "estimate"
 
 
-def _m(name, provider, tokenizer, window, max_out, inp=None, out=None, cached=None, **kw):
+def _m(
+    name: str,
+    provider: str,
+    tokenizer: str,
+    window: int,
+    max_out: int,
+    inp: float | None = None,
+    out: float | None = None,
+    cached: float | None = None,
+    **kw: Any,
+) -> ModelInfo:
     return ModelInfo(name, provider, tokenizer, window, max_out, inp, out, cached, **kw)
 
 

@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from windowfit.counting import Counter, resolve_counter
-from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
+from windowfit.truncation import DEFAULT_MARKER, Direction, Truncation, truncate
 from windowfit.truncation import _limit as check_limit
 
 __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
@@ -189,9 +189,9 @@ def _scalar(value: Any) -> str | None:
         return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
     if isinstance(value, Mapping):
         for v in value.values():
-            s = _scalar(v) if not isinstance(v, (Mapping, list)) else None
-            if s is not None:
-                return s
+            inner = _scalar(v) if not isinstance(v, (Mapping, list)) else None
+            if inner is not None:
+                return inner
         return None
     if isinstance(value, list):
         parts = [
@@ -265,13 +265,13 @@ def pick_key_fields(records: Sequence[Mapping[str, Any]], limit: int = 3) -> lis
                 seen[k] = seen.get(k, 0) + 1
                 order.setdefault(k, len(order))
     common = [k for k, n in seen.items() if n * 2 >= len(sample)]
-    roles = {k: _role(k) for k in common}
+    roles = {k: r for k in common if (r := _role(k)) is not None}
     chosen: list[str] = []
     for rank in range(4):
         ranked = sorted(
-            (k for k in common if roles[k] and roles[k][0] == rank),
+            (k for k in roles if roles[k][0] == rank),
             key=lambda k: (roles[k][1], order[k]),
-        )  # type: ignore[index]
+        )
         if ranked:
             chosen.append(ranked[0])
         if len(chosen) == limit:
@@ -469,7 +469,7 @@ class ObservationTruncator:
             or not (0.0 <= head_ratio <= 1.0)
         ):
             raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
-        self.direction = direction
+        self.direction: Direction = cast(Direction, direction)
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -478,7 +478,9 @@ class ObservationTruncator:
         if cache_size and self.output_dir is not None:
             raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
         # results by output, for windows that show the same outputs every turn
-        self._cache: OrderedDict[str, dict[str, Any]] | None = OrderedDict() if cache_size else None
+        self._cache: OrderedDict[tuple[str, str], dict[str, Any]] | None = (
+            OrderedDict() if cache_size else None
+        )
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
         self.counter: Counter = resolve_counter(counter, model)

@@ -189,6 +189,7 @@ class Planner(Windows):
         # How much one call may fold: the summarizer's own limit; else, for summarizers that
         # call a model, the history budget (their input must fit some context window too).
         limit_attr = getattr(self.summarizer, "max_input_tokens", None)
+        cap: float
         if isinstance(limit_attr, int) and limit_attr > 0:
             cap = limit_attr
         elif getattr(self.summarizer, "inline", False):

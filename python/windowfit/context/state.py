@@ -113,7 +113,7 @@ class StateKeeper(Settings):
             m = int(scan.get("n", 0))
             if 0 < m <= n and scan.get("anchor") == fingerprint(msgs[m - 1]):
                 start = m
-        if start == 0:
+        if start == 0 or not isinstance(scan, Mapping):
             system: list[int] = []
             last_user: int | None = None
             tokens = 0

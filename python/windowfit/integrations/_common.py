@@ -44,6 +44,6 @@ def resolve_manager(manager: Any = None, **kwargs: Any) -> Any:
                 f"pass either manager= or ContextManager arguments ({', '.join(given)})"
             )
         return manager
-    from windowfit.manager import ContextManager
+    from windowfit.context import ContextManager
 
     return ContextManager(**given)

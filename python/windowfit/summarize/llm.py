@@ -172,7 +172,7 @@ class LLMSummarizer:
         if getattr(choice, "finish_reason", None) == "length":
             raise SummaryError("the summary was cut off at the token limit")
         if getattr(message, "refusal", None):
-            raise SummaryError(f"the summarizer refused: {message.refusal}")
+            raise SummaryError(f"the summarizer refused: {getattr(message, 'refusal', '')}")
         if not isinstance(content, str):
             raise SummaryError("the summary response has no text content")
         text = _THINK_RE.sub("", content).strip()
@@ -232,7 +232,8 @@ class LLMSummarizer:
             client = self._async_client
         elif not self._own_clients:
             # Only a user-supplied sync client: keep the event loop free with a worker thread.
-            response = await asyncio.to_thread(self._sync_client.chat.completions.create, **kwargs)
+            sync_client: Any = self._sync_client
+            response = await asyncio.to_thread(sync_client.chat.completions.create, **kwargs)
             return self._answer(response)
         else:
             client = self._loop_client()
