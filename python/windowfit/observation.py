@@ -265,7 +265,7 @@ def pick_key_fields(records: Sequence[Mapping[str, Any]], limit: int = 3) -> lis
                 seen[k] = seen.get(k, 0) + 1
                 order.setdefault(k, len(order))
     common = [k for k, n in seen.items() if n * 2 >= len(sample)]
-    roles = {k: r for k in common if (r := _role(k)) is not None}
+    roles = {k: role for k in common if (role := _role(k)) is not None}
     chosen: list[str] = []
     for rank in range(4):
         ranked = sorted(
