@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from windowfit.manager import ContextManager
+from windowfit.context import ContextManager
 from windowfit.summarize import ExtractiveSummarizer
 
 N = 10_000

@@ -16,7 +16,7 @@ import pytest
 import windowfit as wf
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from windowfit.manager import (
+from windowfit.context import (
     ENV_VARS,
     Budget,
     ContextManager,

@@ -747,3 +747,61 @@ def test_cli_truncate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "give --max-tokens" in err and "cannot read" in err and "no-such-model" in err
     with pytest.raises(SystemExit):
         main(["truncate", str(f), "--max-tokens", "3", "--direction", "middle"])
+
+
+# --------------------------------------------------------------------------- in-memory mode
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(max_size=3000),
+    cap=st.integers(min_value=1, max_value=400),
+    direction=st.sampled_from(["head", "tail", "head_tail"]),
+)
+def test_in_memory_mode_is_the_bare_cut_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, cap: int, direction: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    counter = wf.Counter(encoding="o200k_base")
+    tr = ObservationTruncator(
+        max_lines=None,
+        max_bytes=None,
+        max_tokens=cap,
+        direction=direction,
+        output_dir=None,
+        counter=counter,
+        compact_json=False,
+        cache_size=8,
+    )
+    got = tr.truncate("tool", text)
+    ref = wf.truncate(text, cap, direction=direction, counter=counter)
+    assert got["truncated"] == ref.truncated
+    assert got["preview"] == ref.text
+    assert got["full_output_path"] is None
+    assert counter.count(got["preview"]) <= cap
+    assert got["stats"]["original_tokens"] == counter.count(text)
+    assert tr.truncate("tool", text) == got  # from the cache, the same answer
+    assert not list(tmp_path.iterdir())
+
+
+def test_in_memory_cache_is_bounded_and_needs_memory_mode() -> None:
+    counter = wf.Counter(encoding="o200k_base")
+    tr = ObservationTruncator(
+        max_tokens=5, max_lines=None, max_bytes=None, output_dir=None, counter=counter, cache_size=2
+    )
+    for i in range(5):
+        tr.truncate("t", f"output number {i} " * 20)
+    assert tr._cache is not None and len(tr._cache) == 2
+    with pytest.raises(ValueError, match="output_dir=None"):
+        ObservationTruncator(max_tokens=5, cache_size=2)
+    with pytest.raises(ValueError):
+        ObservationTruncator(max_tokens=5, output_dir=None, cache_size=-1)
+
+
+def test_in_memory_mode_async_twin_agrees() -> None:
+    counter = wf.Counter(encoding="o200k_base")
+    tr = ObservationTruncator(max_tokens=7, output_dir=None, counter=counter)
+    text = "line of tool output\n" * 50
+    assert asyncio.run(tr.atruncate("t", text))["preview"] == tr.truncate("t", text)["preview"]

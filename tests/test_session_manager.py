@@ -29,7 +29,7 @@ def simulated() -> Any:
 
 
 def manager() -> Any:
-    from windowfit.manager import ContextManager
+    from windowfit.context import ContextManager
     from windowfit.summarize import ExtractiveSummarizer
 
     cm = ContextManager(

@@ -11,7 +11,7 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from _chat_server import ChatServer, Hangup, Raw, Reply, Slow, Status
-from windowfit.manager import ContextManager
+from windowfit.context import ContextManager
 from windowfit.summarize import LLMSummarizer, SummaryError
 
 MESSAGES = [

@@ -7,6 +7,7 @@ summaries of what falls out, and durable sessions. The hot paths are Rust (``win
 
 from __future__ import annotations
 
+# The core raises these; its bindings take the classes from windowfit.errors.
 from windowfit._core import (
     BudgetError,
     InvalidMessageError,
@@ -14,6 +15,14 @@ from windowfit._core import (
     UnknownEncodingError,
     VocabularyError,
     __version__,
+)
+from windowfit.context import (
+    Budget,
+    ContextManager,
+    Prepared,
+    StrategyDecision,
+    choose_strategy,
+    compute_budget,
 )
 from windowfit.counting import (
     Counter,
@@ -23,15 +32,8 @@ from windowfit.counting import (
     encoding_for_model,
     get_encoding,
 )
+from windowfit.errors import WindowfitError
 from windowfit.fitting import FitResult, fit, repair
-from windowfit.manager import (
-    Budget,
-    ContextManager,
-    Prepared,
-    StrategyDecision,
-    choose_strategy,
-    compute_budget,
-)
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.observation import ObservationTruncator, compact_json
 from windowfit.session import Session
@@ -102,4 +104,5 @@ __all__ = [
     "UnknownEncodingError",
     "UnknownModelError",
     "VocabularyError",
+    "WindowfitError",
 ]

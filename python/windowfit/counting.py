@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit import _core
+from windowfit.errors import WindowfitError
 from windowfit.models import UnknownModelError, get_model
 
 __all__ = [
@@ -35,7 +36,7 @@ Encoding = _core.Encoding
 ENCODINGS: tuple[str, ...] = tuple(_core.ENCODINGS)
 
 
-class MissingTokenizerError(ImportError):
+class MissingTokenizerError(WindowfitError, ImportError):
     """A model's tokenizer package is not installed and ``strict=True`` was asked."""
 
 

@@ -514,7 +514,7 @@ def _run_session(cm: Any, session: SimulatedSession, on_call: Any = None) -> dic
 
 def _showcase(out: _Out, session: SimulatedSession) -> int:
     import windowfit as wf
-    from windowfit.manager import ContextManager
+    from windowfit.context import ContextManager
     from windowfit.summarize import ExtractiveSummarizer
 
     def manager(stable: bool) -> ContextManager:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import difflib
 import threading
 from dataclasses import dataclass, replace
+from typing import Any
+
+from windowfit.errors import WindowfitError
 
 __all__ = [
     "ModelInfo",
@@ -20,7 +23,7 @@ __all__ = [
 ]
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(WindowfitError, KeyError):
     """A model name the registry does not know. The message lists close matches."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; show the message plainly
@@ -55,7 +58,17 @@ class ModelInfo:
         return self.tokenizer != "estimate"
 
 
-def _m(name, provider, tokenizer, window, max_out, inp=None, out=None, cached=None, **kw):
+def _m(
+    name: str,
+    provider: str,
+    tokenizer: str,
+    window: int,
+    max_out: int,
+    inp: float | None = None,
+    out: float | None = None,
+    cached: float | None = None,
+    **kw: Any,
+) -> ModelInfo:
     return ModelInfo(name, provider, tokenizer, window, max_out, inp, out, cached, **kw)
 
 

@@ -14,23 +14,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
-import operator
 import os
 import re
 import tempfile
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
+    _check_key_fields,
+    _compact,
+    _Compacted,
+    _footer,
+    _looks_like_json,
+    _parse_json,
+    compact_json,
+    pick_key_fields,
+)
 from windowfit.counting import Counter, resolve_counter
-from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
+from windowfit.truncation import DEFAULT_MARKER, Direction, Truncation, truncate
+from windowfit.truncation import _limit as check_limit
 
 __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
 
@@ -60,19 +71,10 @@ def count_bytes(text: str) -> int:
 
 
 def _limit(name: str, value: Any) -> int | None:
-    """A limit: None or a positive int; ``ValueError``/``TypeError`` otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int or None, not bool")
-    if isinstance(value, float) and math.isnan(value):
-        raise ValueError(f"{name} must be a positive int, not NaN")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}") from None
-    if n <= 0:
-        raise ValueError(f"{name} must be a positive int, got {n}")
+    """A limit as ``truncate`` checks it, and positive: an empty preview helps no agent."""
+    n = check_limit(name, value)
+    if n == 0:
+        raise ValueError(f"{name} must be a positive int, got 0")
     return n
 
 
@@ -101,272 +103,6 @@ class _Limits:
         if any(v is not None and v < 0 for v in (t, ln, b)):
             return None
         return _Limits(t, ln, b)
-
-
-# --------------------------------------------------------------------------- JSON compaction
-
-# Key names by role, most telling first; matched case- and separator-insensitively.
-_LABEL_KEYS = (
-    "title",
-    "name",
-    "subject",
-    "summary",
-    "label",
-    "headline",
-    "filename",
-    "path",
-    "url",
-    "query",
-    "message",
-    "text",
-    "description",
-)
-_TIME_KEYS = (
-    "start",
-    "starttime",
-    "startdate",
-    "startat",
-    "date",
-    "datetime",
-    "time",
-    "timestamp",
-    "createdat",
-    "created",
-    "updatedat",
-    "updated",
-    "modified",
-    "due",
-    "deadline",
-    "when",
-    "end",
-)
-_ID_KEYS = ("id", "uuid", "key", "number", "uid", "sku", "ref")
-_STATUS_KEYS = ("status", "state", "type", "kind", "level", "priority", "category", "severity")
-_TOTAL_KEYS = (
-    "total",
-    "totalcount",
-    "totalitems",
-    "totalresults",
-    "count",
-    "numresults",
-    "resultcount",
-    "totalsize",
-    "hits",
-)
-_VALUE_CHARS = 60  # a field's displayed value is cut to this many characters
-
-
-def _norm(key: str) -> str:
-    return re.sub(r"[\s_\-.]", "", key).lower()
-
-
-def _role(key: str) -> tuple[int, int] | None:
-    """(role rank, preference within the role) of a key name, or None if it has no role."""
-    n = _norm(key)
-    for rank, names in enumerate((_LABEL_KEYS, _TIME_KEYS, _ID_KEYS, _STATUS_KEYS)):
-        if n in names:
-            return rank, names.index(n)
-    # composite names: "event_name", "startTime", "order_id", "payment_status"
-    if n.endswith(("title", "name")):
-        return 0, len(_LABEL_KEYS)
-    if n.endswith(("date", "time")) or re.search(r"(?:[_\-.]at|[a-z]At)$", key):
-        return 1, len(_TIME_KEYS)
-    if n.startswith(("start", "created", "updated")):
-        return 1, len(_TIME_KEYS) + 1
-    if re.search(r"(?:^|[_\-.])id$|[a-z]Id$|ID$", key):
-        return 2, len(_ID_KEYS)
-    if n.endswith(("status", "state")):
-        return 3, len(_STATUS_KEYS)
-    return None
-
-
-def _scalar(value: Any) -> str | None:
-    """A short display of a field value: scalars as they are, the first scalar of an object
-    (``{"dateTime": ..., "timeZone": ...}``), the first few of a list; None when empty."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    if isinstance(value, str):
-        s = " ".join(value.split())
-        if not s:
-            return None
-        return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
-    if isinstance(value, Mapping):
-        for v in value.values():
-            s = _scalar(v) if not isinstance(v, (Mapping, list)) else None
-            if s is not None:
-                return s
-        return None
-    if isinstance(value, list):
-        parts = [
-            s for s in (_scalar(v) for v in value[:3] if not isinstance(v, (Mapping, list))) if s
-        ]
-        if not parts:
-            return None
-        s = "/".join(parts) + ("/…" if len(value) > 3 else "")
-        return s if len(s) <= _VALUE_CHARS else s[: _VALUE_CHARS - 1] + "…"
-    return None
-
-
-def _get(record: Mapping[str, Any], path: str) -> Any:
-    """``record[path]``, or a dotted path into nested objects (``"start.dateTime"``)."""
-    if path in record:
-        return record[path]
-    cur: Any = record
-    for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
-def _records_of(data: Any) -> tuple[list[Mapping[str, Any]], int] | None:
-    """(records, total) when ``data`` is list-shaped, else None.
-
-    List-shaped: a non-empty list of objects, or an object whose one main list of objects
-    (the longest, found at most two levels down) holds the records, next to an optional total.
-    """
-    if isinstance(data, list):
-        if data and all(isinstance(r, Mapping) for r in data):
-            return data, len(data)
-        return None
-    if not isinstance(data, Mapping):
-        return None
-    found: list[tuple[list[Mapping[str, Any]], Mapping[str, Any]]] = []
-
-    def scan(obj: Mapping[str, Any], depth: int) -> None:
-        for v in obj.values():
-            if isinstance(v, list) and v and all(isinstance(r, Mapping) for r in v):
-                found.append((v, obj))
-            elif isinstance(v, Mapping) and depth < 2:
-                scan(v, depth + 1)
-
-    scan(data, 1)
-    if not found:
-        return None
-    found.sort(key=lambda f: len(f[0]), reverse=True)
-    if len(found) > 1 and len(found[1][0]) * 2 > len(found[0][0]):
-        return None  # two lists of similar size: no main list to pick
-    records, parent = found[0]
-    total = len(records)
-    for holder in (parent, data):
-        for k, v in holder.items():
-            is_count = isinstance(v, int) and not isinstance(v, bool)
-            if is_count and _norm(k) in _TOTAL_KEYS and v >= len(records):
-                return records, v
-    return records, total
-
-
-def pick_key_fields(records: Sequence[Mapping[str, Any]], limit: int = 3) -> list[str]:
-    """Up to ``limit`` fields that describe each record: a label, a time, an id or a status,
-    among the keys present (non-empty) in at least half the records."""
-    sample = records[:200]  # a sample is enough to see which keys are common
-    seen: dict[str, int] = {}
-    order: dict[str, int] = {}
-    for r in sample:
-        for k, v in r.items():
-            if isinstance(k, str) and _scalar(v) is not None:
-                seen[k] = seen.get(k, 0) + 1
-                order.setdefault(k, len(order))
-    common = [k for k, n in seen.items() if n * 2 >= len(sample)]
-    roles = {k: _role(k) for k in common}
-    chosen: list[str] = []
-    for rank in range(4):
-        ranked = sorted(
-            (k for k in common if roles[k] and roles[k][0] == rank),
-            key=lambda k: (roles[k][1], order[k]),
-        )  # type: ignore[index]
-        if ranked:
-            chosen.append(ranked[0])
-        if len(chosen) == limit:
-            return chosen
-    # records with no recognizable keys: their first common fields, in document order
-    for k in sorted(common, key=order.__getitem__):
-        if len(chosen) == limit:
-            break
-        if k not in chosen:
-            chosen.append(k)
-    return chosen
-
-
-@dataclass
-class _Compacted:
-    lines: list[str]  # one per record, "#i label (field, field)"
-    total: int
-    fields: list[str]
-
-
-def _compact(data: Any, key_fields: Sequence[str] | None) -> _Compacted | None:
-    found = _records_of(data)
-    if found is None:
-        return None
-    records, total = found
-    fields = list(key_fields) if key_fields else pick_key_fields(records)
-    if not fields:
-        return None
-    lines = []
-    for i, r in enumerate(records, 1):
-        shown = [_scalar(_get(r, f)) for f in fields]
-        first, rest = shown[0], [s for s in shown[1:] if s is not None]
-        line = f"#{i}"
-        if first is not None:
-            line += f" {first}"
-        if rest:
-            line += f" ({', '.join(rest)})"
-        lines.append(line)
-    return _Compacted(lines, total, fields)
-
-
-def _footer(total: int, shown: int) -> str:
-    return f"({total:,} items)" if shown == total else f"({total:,} items, {shown:,} shown)"
-
-
-def _looks_like_json(text: str) -> bool:
-    """Starts like a JSON object or array (a cheap test before parsing a big output)."""
-    head = text[:256].lstrip()[:1] or text.lstrip()[:1]
-    return head in ("[", "{")
-
-
-def _parse_json(text: str) -> Any:
-    """The parsed JSON value, or None when ``text`` is not one JSON object or array."""
-    if not _looks_like_json(text):  # skip the parse attempt for the common plain-text case
-        return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _check_key_fields(key_fields: Any) -> tuple[str, ...] | None:
-    if key_fields is None:
-        return None
-    if isinstance(key_fields, str):
-        key_fields = (key_fields,)
-    if not isinstance(key_fields, Sequence) or not all(isinstance(f, str) for f in key_fields):
-        raise TypeError("key_fields must be a sequence of field names (str)")
-    if not key_fields or not all(key_fields):
-        raise ValueError("key_fields must name at least one field, and no empty names")
-    return tuple(key_fields)
-
-
-def compact_json(text: str, key_fields: Sequence[str] | None = None) -> str | None:
-    """One short line per record of a list-shaped JSON ``text`` plus the total, or None.
-
-    ``key_fields`` names the fields shown (dotted paths reach into nested objects: ``"start.
-    dateTime"``); by default up to three are picked: a label, a time, an id or a status.
-    Returns None when ``text`` is not JSON or not list-shaped. No limits apply here; the
-    ``ObservationTruncator`` cuts the result to its limits.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
-    fields = _check_key_fields(key_fields)
-    c = _compact(_parse_json(text), fields)
-    if c is None:
-        return None
-    return "\n".join([*c.lines, _footer(c.total, len(c.lines))])
 
 
 # --------------------------------------------------------------------------- saving
@@ -450,13 +186,14 @@ class ObservationTruncator:
         max_bytes: int | None = 51200,
         max_tokens: int | None = None,
         direction: str = "head",
-        output_dir: str | os.PathLike[str] = "tool-output",
+        output_dir: str | os.PathLike[str] | None = "tool-output",
         counter: Counter | None = None,
         model: str | None = None,
         compact_json: bool = True,
         key_fields: Sequence[str] | None = None,
         marker: str = DEFAULT_MARKER,
         head_ratio: float = 0.5,
+        cache_size: int = 0,
     ) -> None:
         self.limits = _Limits(
             _limit("max_tokens", max_tokens),
@@ -475,8 +212,20 @@ class ObservationTruncator:
             or not (0.0 <= head_ratio <= 1.0)
         ):
             raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
-        self.direction = direction
-        self.output_dir = Path(output_dir)
+        self.direction: Direction = cast(Direction, direction)
+        # None: nothing is saved and the preview is the bare cut (the context manager's mode:
+        # the full output stays in the caller's history)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        if cache_size and self.output_dir is not None:
+            raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
+        # results by output, for windows that show the same outputs every turn
+        self._cache: OrderedDict[tuple[str, str], dict[str, Any]] | None = (
+            OrderedDict() if cache_size else None
+        )
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
         self.counter: Counter = resolve_counter(counter, model)
         self.compact_json = bool(compact_json)
         self.key_fields = _check_key_fields(key_fields)
@@ -499,7 +248,8 @@ class ObservationTruncator:
         return (
             f"ObservationTruncator(max_lines={self.max_lines}, max_bytes={self.max_bytes}, "
             f"max_tokens={self.max_tokens}, direction={self.direction!r}, "
-            f"output_dir={str(self.output_dir)!r}, counter={self.counter.name!r})"
+            f"output_dir={str(self.output_dir) if self.output_dir else None!r}, "
+            f"counter={self.counter.name!r})"
         )
 
     # ---------------------------------------------------------------- public
@@ -508,6 +258,8 @@ class ObservationTruncator:
         self, tool_name: str, output: str, metadata: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """The preview of ``output`` within the limits, saving the full output if it is cut."""
+        if self.output_dir is None:
+            return self._in_memory(tool_name, output, metadata)
         job = self._measure(tool_name, output, metadata)
         if job.unsure:
             self._settle(job)
@@ -523,6 +275,10 @@ class ObservationTruncator:
         """``truncate`` for async agents: the file write (and, for big outputs, the cutting)
         runs in a worker thread, so the event loop is never blocked on disk."""
         big = isinstance(output, str) and len(output) > _ASYNC_INLINE_CHARS
+        if self.output_dir is None:  # no disk: only the cutting, off the loop when big
+            if big:
+                return await asyncio.to_thread(self._in_memory, tool_name, output, metadata)
+            return self._in_memory(tool_name, output, metadata)
 
         async def run(fn: Callable[..., Any], *args: Any) -> Any:
             return await asyncio.to_thread(fn, *args) if big else fn(*args)
@@ -535,6 +291,41 @@ class ObservationTruncator:
         await run(self._plan, job)
         path, error = await asyncio.to_thread(self._save, job)
         return await run(self._finish, job, path, error)
+
+    def _in_memory(
+        self, tool_name: str, output: str, metadata: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """``truncate`` without a file: the bare cut, remembered when there is a cache."""
+        cache = self._cache if metadata is None else None
+        key = (tool_name, output)
+        if cache is not None:
+            with self._cache_lock:
+                hit = cache.get(key)
+                if hit is not None:
+                    cache.move_to_end(key)
+                    return dict(hit)  # the stats are shared: treat them as read-only
+        job = self._measure(tool_name, output, metadata)
+        if job.unsure:
+            cut = job.cuts[self.limits] = self._cut(output, self.limits)
+            job.tokens = cut.original_tokens
+            if cut.truncated:
+                job.over.append("tokens")
+        if not job.over:
+            result = self._untouched(job)
+        else:
+            preview, omitted = self._plain_preview_bare(job)
+            result = self._finish(job, None, None, preview, {"omitted_tokens": omitted})
+        if cache is not None:
+            with self._cache_lock:
+                cache[key] = dict(result)
+                if len(cache) > self._cache_size:
+                    cache.popitem(last=False)
+        return result
+
+    def _plain_preview_bare(self, job: _Job) -> tuple[str, int]:
+        t = job.cuts.get(self.limits) or self._cut(job.output, self.limits)
+        job.tokens = t.original_tokens
+        return t.text, t.omitted_tokens
 
     # ---------------------------------------------------------------- steps
 
@@ -573,7 +364,7 @@ class ObservationTruncator:
     def _settle(self, job: _Job) -> None:
         """Decide a big output's token limit with the first cut of its preview (kept for it)."""
         job.name = _unique_name(job.tool_name, ".txt")
-        path = str(self.output_dir / job.name)
+        path = str(self._directory() / job.name)
         room = self._first_room(self._plain_notes(job, path)[0])
         t = self._cut(job.output, room) if room is not None else self._cut(job.output, self.limits)
         job.cuts[room or self.limits] = t
@@ -581,6 +372,11 @@ class ObservationTruncator:
         job.unsure = False
         if self.limits.tokens is not None and job.tokens > self.limits.tokens:
             job.over.append("tokens")
+
+    def _directory(self) -> Path:
+        if self.output_dir is None:  # the in-memory path never reaches a file step
+            raise RuntimeError("this truncator saves no files (output_dir=None)")
+        return self.output_dir
 
     def _untouched(self, job: _Job) -> dict[str, Any]:
         stats = {
@@ -610,7 +406,7 @@ class ObservationTruncator:
 
     def _save(self, job: _Job) -> tuple[str | None, str | None]:
         try:
-            path = _write_atomic(self.output_dir, job.name, job.output)
+            path = _write_atomic(self._directory(), job.name, job.output)
         except OSError as e:
             error = f"{type(e).__name__}: {e}"
             logger.error(
@@ -622,8 +418,17 @@ class ObservationTruncator:
             return None, error
         return str(path), None
 
-    def _finish(self, job: _Job, path: str | None, error: str | None) -> dict[str, Any]:
-        if job.compacted is not None:
+    def _finish(
+        self,
+        job: _Job,
+        path: str | None,
+        error: str | None,
+        preview: str | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        if preview is not None and info is not None:
+            pass  # cut already (in memory)
+        elif job.compacted is not None:
             preview, info = self._compact_preview(job, path)
         else:
             preview, info = self._plain_preview(job, path)

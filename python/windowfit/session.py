@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from windowfit.messages import content_text, copy_json
 from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
 
 if TYPE_CHECKING:
@@ -79,11 +80,11 @@ class Session:
         ``copy=True`` returns deep copies, for callers that modify the messages they get.
         """
         history = self._load()
-        return _deepcopy(history) if copy else history
+        return copy_json(history) if copy else history
 
     async def aload(self, *, copy: bool = False) -> list[dict[str, Any]]:
         history = await self._aload()
-        return _deepcopy(history) if copy else history
+        return copy_json(history) if copy else history
 
     def _load(self) -> list[dict[str, Any]]:
         while True:
@@ -370,7 +371,7 @@ class Session:
         if result is None:
             for msg in reversed(history or []):
                 if msg.get("role") == "assistant" and not msg.get("tool_calls"):
-                    return _content_text(msg.get("content"))
+                    return content_text(msg.get("content"))
             raise ValueError(
                 f"sub-agent {self.id!r} has no final assistant message: pass finish(result)"
             )
@@ -401,26 +402,3 @@ class Session:
         if role == "assistant":
             return {"role": "assistant", "name": self.id, "content": text}
         return {"role": role, "content": text}
-
-
-def _deepcopy(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # the messages are plain JSON data: a JSON round trip copies them faster than deepcopy
-    copied: list[dict[str, Any]] = json.loads(json.dumps(messages, ensure_ascii=False))
-    return copied
-
-
-def _content_text(content: Any) -> str:
-    """Plain text of a message content: a str, or the text parts of a list of parts/blocks."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return json.dumps(content, ensure_ascii=False)

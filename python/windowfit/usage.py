@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from windowfit.errors import WindowfitError
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
 
 __all__ = [
@@ -39,6 +40,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MISSING = object()
+
+_T = TypeVar("_T")
+# A store call an operation yields to its driver: (method of the sync API, args, kwargs).
+_Op = Generator[tuple[str, tuple[Any, ...], dict[str, Any]], Any, _T]
 # Cache writes cost input_price times this, by provider (others: 1.0).
 CACHE_WRITE_MULTIPLIERS: dict[str, float] = {"anthropic": 1.25}
 _TOTAL_KEYS = (
@@ -82,7 +87,7 @@ class Quota:
         return "daily quota" + (f" for {' and '.join(scope)}" if scope else "")
 
 
-class QuotaExceededError(RuntimeError):
+class QuotaExceededError(WindowfitError, RuntimeError):
     """A daily quota is used up. ``quota``, ``day``, ``used`` (tokens or USD) and ``limit``."""
 
     def __init__(self, quota: Quota, day: str, kind: str, used: float, limit: float) -> None:
@@ -397,6 +402,58 @@ class UsageTracker:
             session_id=session_id,
         )
 
+    # Each operation is one generator yielding the store calls it needs, ``(method, args,
+    # kwargs)``: ``_run`` makes them on the sync store API, ``_arun`` awaits the ``a``-prefixed
+    # twins. So a sync method and its async twin share one body (as the Redis store's do).
+
+    def _run(self, op: _Op[_T]) -> _T:
+        try:
+            name, args, kwargs = next(op)
+            while True:
+                name, args, kwargs = op.send(getattr(self.store, name)(*args, **kwargs))
+        except StopIteration as done:
+            return cast(_T, done.value)
+
+    async def _arun(self, op: _Op[_T]) -> _T:
+        try:
+            name, args, kwargs = next(op)
+            while True:
+                result = await getattr(self.store, "a" + name)(*args, **kwargs)
+                name, args, kwargs = op.send(result)
+        except StopIteration as done:
+            return cast(_T, done.value)
+
+    def _record_op(
+        self,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+        session_id: str | None,
+        cache_write_tokens: int,
+        estimated_prompt_tokens: int | None,
+        timestamp: float | datetime | None,
+    ) -> _Op[UsageRecord]:
+        rec = self._make(
+            model,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            cache_write_tokens,
+            session_id,
+            timestamp,
+        )
+        yield ("record_usage", (rec,), {})
+        self._calibrate(rec.model, estimated_prompt_tokens, prompt_tokens)
+        for quota in self._quotas_for(rec):
+            rows = yield (
+                "usage_rows",
+                (),
+                {"model": quota.model, "day": rec.day, "session_id": quota.session_id},
+            )
+            self._judge(quota, rec.day, rows, strict=True)
+        return rec
+
     def record(
         self,
         model: str,
@@ -416,19 +473,18 @@ class UsageTracker:
         estimating counter attached for ``model`` it calibrates that counter. The usage is
         stored before a quota check may raise QuotaExceededError.
         """
-        rec = self._make(
-            model,
-            prompt_tokens,
-            completion_tokens,
-            cached_tokens,
-            cache_write_tokens,
-            session_id,
-            timestamp,
+        return self._run(
+            self._record_op(
+                model,
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+                session_id,
+                cache_write_tokens,
+                estimated_prompt_tokens,
+                timestamp,
+            )
         )
-        self.store.record_usage(rec)
-        self._calibrate(rec.model, estimated_prompt_tokens, prompt_tokens)
-        self._after_record(rec, self.store.usage_rows)
-        return rec
 
     async def arecord(
         self,
@@ -442,30 +498,42 @@ class UsageTracker:
         estimated_prompt_tokens: int | None = None,
         timestamp: float | datetime | None = None,
     ) -> UsageRecord:
-        rec = self._make(
-            model,
-            prompt_tokens,
-            completion_tokens,
-            cached_tokens,
-            cache_write_tokens,
-            session_id,
-            timestamp,
-        )
-        await self.store.arecord_usage(rec)
-        self._calibrate(rec.model, estimated_prompt_tokens, prompt_tokens)
-        for quota in self._quotas_for(rec):
-            rows = await self.store.ausage_rows(
-                model=quota.model, day=rec.day, session_id=quota.session_id
+        return await self._arun(
+            self._record_op(
+                model,
+                prompt_tokens,
+                completion_tokens,
+                cached_tokens,
+                session_id,
+                cache_write_tokens,
+                estimated_prompt_tokens,
+                timestamp,
             )
-            self._judge(quota, rec.day, rows, strict=True)
-        return rec
+        )
 
-    def _from_response(self, response: Any, model: str | None) -> tuple[str, dict[str, Any]]:
+    def _response_op(
+        self,
+        response: Any,
+        model: str | None,
+        session_id: str | None,
+        estimated_prompt_tokens: int | None,
+    ) -> _Op[UsageRecord]:
         usage = extract_usage(response)
         name = model or usage["model"]
         if not name:
             raise ValueError("the response does not name its model: pass model=")
-        return name, usage
+        return (
+            yield from self._record_op(
+                name,
+                usage["prompt_tokens"],
+                usage["completion_tokens"],
+                usage["cached_tokens"],
+                session_id,
+                usage["cache_write_tokens"],
+                estimated_prompt_tokens,
+                None,
+            )
+        )
 
     def record_response(
         self,
@@ -476,16 +544,7 @@ class UsageTracker:
         estimated_prompt_tokens: int | None = None,
     ) -> UsageRecord:
         """``record`` the usage of an OpenAI or Anthropic response (see ``extract_usage``)."""
-        name, u = self._from_response(response, model)
-        return self.record(
-            name,
-            u["prompt_tokens"],
-            u["completion_tokens"],
-            u["cached_tokens"],
-            session_id,
-            cache_write_tokens=u["cache_write_tokens"],
-            estimated_prompt_tokens=estimated_prompt_tokens,
-        )
+        return self._run(self._response_op(response, model, session_id, estimated_prompt_tokens))
 
     async def arecord_response(
         self,
@@ -495,16 +554,8 @@ class UsageTracker:
         session_id: str | None = None,
         estimated_prompt_tokens: int | None = None,
     ) -> UsageRecord:
-        name, u = self._from_response(response, model)
-        return await self.arecord(
-            name,
-            u["prompt_tokens"],
-            u["completion_tokens"],
-            u["cached_tokens"],
-            session_id,
-            cache_write_tokens=u["cache_write_tokens"],
-            estimated_prompt_tokens=estimated_prompt_tokens,
-        )
+        op = self._response_op(response, model, session_id, estimated_prompt_tokens)
+        return await self._arun(op)
 
     # ------------------------------------------------------------------ quotas
 
@@ -515,11 +566,6 @@ class UsageTracker:
             if (q.model is None or q.model == rec.model)
             and (q.session_id is None or q.session_id == rec.session_id)
         ]
-
-    def _after_record(self, rec: UsageRecord, usage_rows: Callable[..., list[UsageRow]]) -> None:
-        for quota in self._quotas_for(rec):
-            rows = usage_rows(model=quota.model, day=rec.day, session_id=quota.session_id)
-            self._judge(quota, rec.day, rows, strict=True)
 
     def _judge(self, quota: Quota, day: str, rows: Sequence[UsageRow], *, strict: bool) -> None:
         t = _totals(rows)
@@ -542,33 +588,38 @@ class UsageTracker:
         else:
             self.on_quota(error)  # type: ignore[operator]
 
+    def _check_op(self, model: str | None, session_id: str | None) -> _Op[None]:
+        day = _utc_day(time.time())
+        for quota in self.quotas:
+            if model is not None and quota.model not in (None, model):
+                continue
+            if session_id is not None and quota.session_id not in (None, session_id):
+                continue
+            rows = yield (
+                "usage_rows",
+                (),
+                {"model": quota.model, "day": day, "session_id": quota.session_id},
+            )
+            self._judge(quota, day, rows, strict=False)
+
     def check_quota(self, model: str | None = None, session_id: str | None = None) -> None:
         """Before a call: act on (raise/warn) any quota already used up today.
 
         Only quotas that apply to ``model`` / ``session_id`` are checked (all when omitted).
         """
-        day = _utc_day(time.time())
-        for quota in self.quotas:
-            if model is not None and quota.model not in (None, model):
-                continue
-            if session_id is not None and quota.session_id not in (None, session_id):
-                continue
-            rows = self.store.usage_rows(model=quota.model, day=day, session_id=quota.session_id)
-            self._judge(quota, day, rows, strict=False)
+        self._run(self._check_op(model, session_id))
 
     async def acheck_quota(self, model: str | None = None, session_id: str | None = None) -> None:
-        day = _utc_day(time.time())
-        for quota in self.quotas:
-            if model is not None and quota.model not in (None, model):
-                continue
-            if session_id is not None and quota.session_id not in (None, session_id):
-                continue
-            rows = await self.store.ausage_rows(
-                model=quota.model, day=day, session_id=quota.session_id
-            )
-            self._judge(quota, day, rows, strict=False)
+        await self._arun(self._check_op(model, session_id))
 
     # ------------------------------------------------------------------ reports
+
+    @staticmethod
+    def _rows_op(report: Callable[[list[UsageRow]], _T], **query: Any) -> _Op[_T]:
+        if "day" in query:
+            query["day"] = _day_of(query["day"])
+        rows = yield ("usage_rows", (), query)
+        return report(rows)
 
     def rows(
         self,
@@ -577,8 +628,7 @@ class UsageTracker:
         session_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """One dict per (day, model): ``day``, ``model`` and the totals keys; sorted."""
-        rows = self.store.usage_rows(model=model, day=_day_of(day), session_id=session_id)
-        return [{"day": r.day, "model": r.model, **_totals([r])} for r in rows]
+        return self._run(self._rows_op(_per_row, model=model, day=day, session_id=session_id))
 
     async def arows(
         self,
@@ -586,8 +636,8 @@ class UsageTracker:
         day: str | date | datetime | None = None,
         session_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        rows = await self.store.ausage_rows(model=model, day=_day_of(day), session_id=session_id)
-        return [{"day": r.day, "model": r.model, **_totals([r])} for r in rows]
+        op = self._rows_op(_per_row, model=model, day=day, session_id=session_id)
+        return await self._arun(op)
 
     def totals(
         self,
@@ -597,7 +647,7 @@ class UsageTracker:
     ) -> dict[str, Any]:
         """Summed usage: prompt/completion/cached/cache_write/total tokens, cost (USD of the
         priced calls), calls, unpriced_calls. ``day``: ``"YYYY-MM-DD"``, a date, or "today"."""
-        return _totals(self.store.usage_rows(model=model, day=_day_of(day), session_id=session_id))
+        return self._run(self._rows_op(_totals, model=model, day=day, session_id=session_id))
 
     async def atotals(
         self,
@@ -605,31 +655,42 @@ class UsageTracker:
         day: str | date | datetime | None = None,
         session_id: str | None = None,
     ) -> dict[str, Any]:
-        rows = await self.store.ausage_rows(model=model, day=_day_of(day), session_id=session_id)
-        return _totals(rows)
+        op = self._rows_op(_totals, model=model, day=day, session_id=session_id)
+        return await self._arun(op)
 
     def by_model(
         self, day: str | date | datetime | None = None, session_id: str | None = None
     ) -> dict[str, dict[str, Any]]:
         """``{model: totals}``, models sorted by name."""
-        return _group(self.store.usage_rows(day=_day_of(day), session_id=session_id), "model")
+        return self._run(self._rows_op(_by_model, day=day, session_id=session_id))
 
     async def aby_model(
         self, day: str | date | datetime | None = None, session_id: str | None = None
     ) -> dict[str, dict[str, Any]]:
-        rows = await self.store.ausage_rows(day=_day_of(day), session_id=session_id)
-        return _group(rows, "model")
+        return await self._arun(self._rows_op(_by_model, day=day, session_id=session_id))
 
     def by_day(
         self, model: str | None = None, session_id: str | None = None
     ) -> dict[str, dict[str, Any]]:
         """``{day: totals}``, oldest day first."""
-        return _group(self.store.usage_rows(model=model, session_id=session_id), "day")
+        return self._run(self._rows_op(_by_day, model=model, session_id=session_id))
 
     async def aby_day(
         self, model: str | None = None, session_id: str | None = None
     ) -> dict[str, dict[str, Any]]:
-        return _group(await self.store.ausage_rows(model=model, session_id=session_id), "day")
+        return await self._arun(self._rows_op(_by_day, model=model, session_id=session_id))
+
+
+def _per_row(rows: Sequence[UsageRow]) -> list[dict[str, Any]]:
+    return [{"day": r.day, "model": r.model, **_totals([r])} for r in rows]
+
+
+def _by_model(rows: Sequence[UsageRow]) -> dict[str, dict[str, Any]]:
+    return _group(rows, "model")
+
+
+def _by_day(rows: Sequence[UsageRow]) -> dict[str, dict[str, Any]]:
+    return _group(rows, "day")
 
 
 def _group(rows: Sequence[UsageRow], key: str) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from windowfit.messages import SYSTEM_ROLES, content_text
+
 __all__ = [
     "SYSTEM_ROLES",
     "Converted",
@@ -38,8 +40,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-SYSTEM_ROLES = frozenset({"system", "developer"})
 
 Ref = tuple[int, "int | None"]
 """Where a canonical message came from: ``(item index, part index)``; part ``None`` = whole item."""
@@ -82,24 +82,6 @@ def make_tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
 
 def text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def content_text(content: Any) -> str:
-    """The text of a canonical ``content`` (str, None or a list of parts), joined by newlines."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, Mapping):
-            if isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif isinstance(part.get("refusal"), str):
-                texts.append(part["refusal"])
-    return "\n".join(texts)
 
 
 def history_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:

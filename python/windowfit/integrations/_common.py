@@ -26,13 +26,11 @@ def resolve_counter(counter: Any = None, model: str | None = None) -> Any:
     Sharing matters: the counter's cache is what makes re-counting a growing history cheap, and
     hooks run on every model call.
     """
-    if counter is not None:
-        return counter
-    if model is None:
-        raise ValueError("pass counter= or model=")
-    from windowfit.counting import shared_counter
+    if counter is None and model is None:
+        raise ValueError("pass counter= or model=")  # hooks have no model to default to
+    from windowfit.counting import resolve_counter as resolve
 
-    return shared_counter(model)
+    return resolve(counter, model)
 
 
 def resolve_manager(manager: Any = None, **kwargs: Any) -> Any:
@@ -44,6 +42,6 @@ def resolve_manager(manager: Any = None, **kwargs: Any) -> Any:
                 f"pass either manager= or ContextManager arguments ({', '.join(given)})"
             )
         return manager
-    from windowfit.manager import ContextManager
+    from windowfit.context import ContextManager
 
     return ContextManager(**given)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from typing_extensions import Self
 
+from windowfit.errors import WindowfitError
+
 if TYPE_CHECKING:
     from windowfit.session import Session
 
@@ -64,7 +66,7 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- errors
 
 
-class StoreError(RuntimeError):
+class StoreError(WindowfitError, RuntimeError):
     """Base class of the errors raised by windowfit stores."""
 
 

@@ -1,0 +1,294 @@
+"""The manager's configuration: constructor arguments, ``WINDOWFIT_*`` variables, defaults.
+
+An argument given to the constructor wins, then the environment variable, then the default.
+
+| Parameter | Environment variable | Default |
+|---|---|---|
+| `model` | `WINDOWFIT_MODEL` | none: give `model` or `context_window` |
+| `context_window` | `WINDOWFIT_CONTEXT_WINDOW` | the model's, from the registry |
+| `output_reserve` | `WINDOWFIT_OUTPUT_RESERVE` | 4096, at most the model's output limit and 1/4 of the window |
+| `system_reserve` | `WINDOWFIT_SYSTEM_RESERVE` | none: the system messages are measured |
+| `history_ratio` | `WINDOWFIT_HISTORY_RATIO` | 1.0 |
+| `summary_ratio` | `WINDOWFIT_SUMMARY_RATIO` | 0.25 |
+| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.8 |
+| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.4 |
+| `summarizer` | `WINDOWFIT_SUMMARIZER` | `extractive` (or `llm`, `none`; or any callable) |
+| `tool_output_max_tokens` | `WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS` | auto: half the low-water mark; 0 disables |
+| `tool_output_direction` | `WINDOWFIT_TOOL_OUTPUT_DIRECTION` | `head_tail` (or `head`, `tail`) |
+| `preference` | `WINDOWFIT_PREFERENCE` | `balanced` (or `fast`, `quality`) |
+| `stable_prefix` | `WINDOWFIT_STABLE_PREFIX` | true |
+| `summary_role` | `WINDOWFIT_SUMMARY_ROLE` | `system` (or `pair`: a user/assistant pair) |
+| `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
+| `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
+| `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
+| `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
+
+`WINDOWFIT_SUMMARIZER=llm` builds an `LLMSummarizer` from `WINDOWFIT_SUMMARY_MODEL`,
+`WINDOWFIT_SUMMARY_BASE_URL`, `WINDOWFIT_SUMMARY_API_KEY`, `WINDOWFIT_SUMMARY_REQUEST_TIMEOUT`
+and `WINDOWFIT_SUMMARY_MAX_RETRIES` (then the SDK's own `OPENAI_API_KEY` / `OPENAI_BASE_URL`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from windowfit.context.budget import Budget, compute_budget
+from windowfit.context.strategy import PREFERENCES
+from windowfit.counting import Counter
+from windowfit.models import UnknownModelError, get_model
+from windowfit.observation import ObservationTruncator
+from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
+
+__all__ = ["ENV_VARS", "Settings"]
+
+logger = logging.getLogger(__name__)
+
+#: constructor parameter -> environment variable
+ENV_VARS: dict[str, str] = {
+    "model": "WINDOWFIT_MODEL",
+    "context_window": "WINDOWFIT_CONTEXT_WINDOW",
+    "output_reserve": "WINDOWFIT_OUTPUT_RESERVE",
+    "system_reserve": "WINDOWFIT_SYSTEM_RESERVE",
+    "history_ratio": "WINDOWFIT_HISTORY_RATIO",
+    "summary_ratio": "WINDOWFIT_SUMMARY_RATIO",
+    "trigger_ratio": "WINDOWFIT_TRIGGER_RATIO",
+    "target_ratio": "WINDOWFIT_TARGET_RATIO",
+    "summarizer": "WINDOWFIT_SUMMARIZER",
+    "tool_output_max_tokens": "WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS",
+    "tool_output_direction": "WINDOWFIT_TOOL_OUTPUT_DIRECTION",
+    "preference": "WINDOWFIT_PREFERENCE",
+    "stable_prefix": "WINDOWFIT_STABLE_PREFIX",
+    "summary_role": "WINDOWFIT_SUMMARY_ROLE",
+    "summary_timeout": "WINDOWFIT_SUMMARY_TIMEOUT",
+    "summary_length_ratio": "WINDOWFIT_SUMMARY_LENGTH_RATIO",
+    "language": "WINDOWFIT_LANGUAGE",
+    "counter": "WINDOWFIT_ENCODING",
+}
+
+
+def _env_value(param: str) -> str | None:
+    value = os.environ.get(ENV_VARS[param])
+    return value.strip() if value is not None and value.strip() != "" else None
+
+
+def _parse_bool(text: str, name: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={text!r}: expected true/false")
+
+
+def _setting(param: str, arg: Any, default: Any, kind: type) -> Any:
+    """The argument if given, else the environment variable parsed as ``kind``, else default."""
+    if arg is not None:
+        return arg
+    raw = _env_value(param)
+    if raw is None:
+        return default
+    name = ENV_VARS[param]
+    try:
+        if kind is bool:
+            return _parse_bool(raw, name)
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+        return raw
+    except ValueError as exc:
+        raise ValueError(f"invalid {name}={raw!r}: {exc}") from None
+
+
+class Settings:
+    """The validated configuration of a ``ContextManager`` and what is derived from it once."""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        context_window: int | None = None,
+        output_reserve: int | None = None,
+        system_reserve: int | None = None,
+        history_ratio: float | None = None,
+        summary_ratio: float | None = None,
+        trigger_ratio: float | None = None,
+        target_ratio: float | None = None,
+        summarizer: Any = None,
+        tool_output_max_tokens: int | None = None,
+        tool_output_direction: str | None = None,
+        preference: str | None = None,
+        stable_prefix: bool | None = None,
+        counter: Any = None,
+        summary_role: str | None = None,
+        summary_timeout: float | None = None,
+        summary_length_ratio: float | None = None,
+        language: str | None = None,
+    ) -> None:
+        self.model: str | None = _setting("model", model, None, str)
+        info = None
+        if self.model is not None:
+            try:
+                info = get_model(self.model)
+            except UnknownModelError:
+                if context_window is None and _env_value("context_window") is None:
+                    raise
+        window = _setting(
+            "context_window", context_window, info.context_window if info else None, int
+        )
+        if window is None:
+            raise ValueError("give model= (a registered model) or context_window=")
+        if window <= 0:
+            raise ValueError(f"context_window must be > 0, got {window}")
+        self.context_window = int(window)
+
+        default_reserve = min(4096, self.context_window // 4)
+        if info is not None and info.max_output_tokens > 0:
+            default_reserve = min(default_reserve, info.max_output_tokens)
+        self.output_reserve = int(_setting("output_reserve", output_reserve, default_reserve, int))
+        if not 0 <= self.output_reserve < self.context_window:
+            raise ValueError(
+                f"output_reserve must be >= 0 and below context_window ({self.context_window}), "
+                f"got {self.output_reserve}"
+            )
+        sys_reserve = _setting("system_reserve", system_reserve, None, int)
+        if sys_reserve is not None and sys_reserve < 0:
+            raise ValueError(f"system_reserve must be >= 0, got {sys_reserve}")
+        self.system_reserve: int | None = sys_reserve
+
+        self.history_ratio = float(_setting("history_ratio", history_ratio, 1.0, float))
+        self.summary_ratio = float(_setting("summary_ratio", summary_ratio, 0.25, float))
+        self.trigger_ratio = float(_setting("trigger_ratio", trigger_ratio, 0.8, float))
+        self.target_ratio = float(_setting("target_ratio", target_ratio, 0.4, float))
+        self.summary_length_ratio = float(
+            _setting("summary_length_ratio", summary_length_ratio, 0.15, float)
+        )
+        self._validate_ratios()
+
+        cap = _setting("tool_output_max_tokens", tool_output_max_tokens, None, int)
+        if cap is not None and cap < 0:
+            raise ValueError(f"tool_output_max_tokens must be >= 0 (0 disables), got {cap}")
+        self.tool_output_max_tokens: int | None = cap
+        self.tool_output_direction = str(
+            _setting("tool_output_direction", tool_output_direction, "head_tail", str)
+        )
+        if self.tool_output_direction not in ("head", "tail", "head_tail"):
+            raise ValueError(
+                f"tool_output_direction must be head, tail or head_tail, not {self.tool_output_direction!r}"
+            )
+        self.preference = str(_setting("preference", preference, "balanced", str)).lower()
+        if self.preference not in PREFERENCES:
+            raise ValueError(f"preference must be one of {PREFERENCES}, not {self.preference!r}")
+        self.stable_prefix = bool(_setting("stable_prefix", stable_prefix, True, bool))
+        self.summary_role = str(_setting("summary_role", summary_role, "system", str)).lower()
+        if self.summary_role not in ("system", "pair"):
+            raise ValueError(f"summary_role must be 'system' or 'pair', not {self.summary_role!r}")
+        self.summary_timeout = float(_setting("summary_timeout", summary_timeout, 120.0, float))
+        if self.summary_timeout <= 0:
+            raise ValueError(f"summary_timeout must be > 0, got {self.summary_timeout}")
+        lang = str(_setting("language", language, "auto", str)).lower()
+        if lang not in ("auto", "zh", "en"):
+            raise ValueError(f"language must be auto, zh or en, not {lang!r}")
+        self.language: str | None = None if lang == "auto" else lang
+
+        self.counter = self._make_counter(counter, info)
+        self.summarizer = self._make_summarizer(summarizer)
+        self._priming = int(getattr(self.counter, "reply_priming", 0))
+        self._counter_id = (
+            f"{type(self.counter).__name__}:{getattr(self.counter, 'name', None) or self.model}"
+        )
+        self._truncators: dict[int, ObservationTruncator] = {}  # by token cap
+
+    # -- construction helpers -------------------------------------------------------------------
+
+    def _validate_ratios(self) -> None:
+        checks = (
+            (0 < self.history_ratio <= 1, "history_ratio must be in (0, 1]"),
+            (0 <= self.summary_ratio < 1, "summary_ratio must be in [0, 1)"),
+            (0 < self.trigger_ratio <= 1, "trigger_ratio must be in (0, 1]"),
+            (
+                0 < self.target_ratio < self.trigger_ratio,
+                "target_ratio must be in (0, trigger_ratio)",
+            ),
+            (0 < self.summary_length_ratio <= 1, "summary_length_ratio must be in (0, 1]"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(
+                    f"{message} (history={self.history_ratio}, summary={self.summary_ratio}, "
+                    f"trigger={self.trigger_ratio}, target={self.target_ratio})"
+                )
+        if self.summary_ratio + self.target_ratio > self.trigger_ratio + 1e-9:
+            # Otherwise a fresh summary plus the kept window could already exceed the trigger,
+            # and every turn would summarize again.
+            raise ValueError(
+                f"summary_ratio + target_ratio ({self.summary_ratio} + {self.target_ratio}) must not "
+                f"exceed trigger_ratio ({self.trigger_ratio})"
+            )
+
+    def _make_counter(self, counter: Any, info: Any) -> Any:
+        if counter is not None:
+            return counter
+        encoding = _env_value("counter")
+        if encoding is not None:
+            return Counter(encoding=encoding)
+        if info is not None:
+            return Counter(model=self.model)
+        if self.model is not None:
+            logger.warning("model %r is not registered: counting with o200k_base", self.model)
+        return Counter(encoding="o200k_base")
+
+    def _make_summarizer(self, summarizer: Any) -> Any:
+        choice = summarizer
+        if choice is None:
+            choice = _env_value("summarizer") or "extractive"
+        if choice is False:
+            return None
+        if isinstance(choice, str):
+            name = choice.lower()
+            if name == "none":
+                return None
+            if name == "extractive":
+                return ExtractiveSummarizer(counter=self.counter, language=self.language)
+            if name == "llm":
+                return LLMSummarizer(language=self.language)
+            raise ValueError(
+                f"summarizer must be a callable, 'extractive', 'llm' or 'none', not {choice!r}"
+            )
+        if isinstance(choice, ExtractiveSummarizer) and choice.counter is None:
+            return choice.with_counter(self.counter)  # measure with the manager's tokenizer
+        if not callable(choice) and not hasattr(choice, "asummarize"):
+            raise TypeError(f"summarizer must be callable, not {type(choice).__name__}")
+        return choice
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextManager(model={self.model!r}, context_window={self.context_window}, "
+            f"output_reserve={self.output_reserve}, preference={self.preference!r}, "
+            f"stable_prefix={self.stable_prefix}, summarizer={self.summarizer!r})"
+        )
+
+    @staticmethod
+    def _as_list(messages: Any) -> list[Any]:
+        if isinstance(messages, (str, bytes, Mapping)):
+            raise TypeError(
+                f"messages must be a list of message dicts, not {type(messages).__name__}"
+            )
+        return messages if isinstance(messages, list) else list(messages)
+
+    def _budget(self, system_tokens: int, tools_tokens: int) -> Budget:
+        system = max(system_tokens, self.system_reserve or 0)
+        return compute_budget(
+            context_window=self.context_window,
+            output_reserve=self.output_reserve,
+            system_tokens=system,
+            tools_tokens=tools_tokens,
+            history_ratio=self.history_ratio,
+            summary_ratio=self.summary_ratio,
+            trigger_ratio=self.trigger_ratio,
+            target_ratio=self.target_ratio,
+            overhead=self._priming,
+        )

@@ -1,0 +1,75 @@
+"""The internal records of one ``prepare`` call, passed between planner, runner and finisher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from windowfit.context.budget import Budget
+
+
+@dataclass
+class Job:
+    """One summarization to run between planning and finishing."""
+
+    messages: list[dict[str, Any]]
+    previous: str
+    target: int
+    limit: int
+    language: str
+    lo: int
+    hi: int
+    new_cut: int
+    fold_tokens: int
+    fold_count: int
+
+
+@dataclass
+class Plan:
+    msgs: list[Any]
+    state: dict[str, Any]
+    stats: dict[str, Any]
+    budget: Budget
+    tools_fp: str
+    last_user: int | None
+    system_idx: list[int]
+    system_tokens: int  # measured tokens of all system messages (all are always sent)
+    cut: int  # window start used if no summary job succeeds (fallback / truncate / keep)
+    job: Job | None = None
+    fitted: Fitted | None = None  # a fit already made during planning, reused when it matches
+    started: float = 0.0
+    start_cut: int = 0  # the cut this call started from
+    cut_tokens: int = 0  # raw tokens of msgs[:start_cut]
+    # Truncated tool outputs by source index, computed once per call for msgs[trunc_from:]
+    trunc: dict[int, tuple[dict[str, Any], int]] = field(default_factory=dict)
+    trunc_from: int = -1
+
+
+@dataclass
+class Fitted:
+    """A fit made for (cut, summary): reused by _finish when the final choice is the same."""
+
+    cut: int
+    summary: str  # the summary asked for ("" in the view if it had to be dropped)
+    view: View
+    result: Any
+
+
+@dataclass
+class Outcome:
+    text: str | None
+    error: str | None
+    elapsed_ms: float
+
+
+@dataclass
+class View:
+    """The virtual list handed to fit: head (system, summary, latest user) + window."""
+
+    messages: list[Any]
+    source: list[int]  # source index per virtual message, -1 for summary messages
+    head_len: int
+    summary_idx: list[int]
+    pinned: list[int]  # the summary and a held user message: pinned for fit
+    truncated: int = 0
+    truncated_tokens: int = 0

@@ -1,0 +1,248 @@
+"""The planner: where this call's window starts and whether something is summarized.
+
+With ``stable_prefix`` the cut (and the summary) stays put while summary + recent messages are
+under the high-water mark, then moves in one jump so the recent part is under the low-water
+mark: consecutive prompts share their prefix and provider prompt caches keep hitting. Without
+it the window slides every turn (the largest recent window that fits) and the summary is
+refreshed when the newly evicted material reaches half the summary's size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from windowfit.context.budget import (
+    MIN_SUMMARY_TOKENS,
+    OVERSIZE_FACTOR,
+    TARGET_HEADROOM,
+    summary_target_tokens,
+)
+from windowfit.context.plan import Job, Plan
+from windowfit.context.strategy import RECENT_SUMMARY_WINDOW, StrategyDecision, choose_strategy
+from windowfit.context.window import Windows
+from windowfit.messages import SYSTEM_ROLES, copy_json, fingerprint, message_text, next_unit
+from windowfit.summarize import detect_language
+
+__all__ = ["Planner"]
+
+
+class Planner(Windows):
+    """Plans one call: measures, decides the strategy, and sets up a summarization job."""
+
+    def _plan(self, messages: Any, state: Mapping[str, Any] | None, tools: Any) -> Plan:
+        started = time.perf_counter()
+        msgs = self._as_list(messages)
+        st = self._load_state(state)
+        st["turn"] += 1
+        c = self.counter
+        scan, reset = self._scan(msgs, st)
+        st["scan"] = scan
+        n = len(msgs)
+        system_idx: list[int] = scan["system"]
+        last_user: int | None = scan["last_user"]
+        tools_tokens = c.count_tools(tools) if tools else 0
+        system_tokens = sum(c.count_message(msgs[i]) for i in system_idx)
+        b = self._budget(system_tokens, tools_tokens)
+        # The window never starts inside the leading system block.
+        base = 0
+        while base < len(system_idx) and system_idx[base] == base:
+            base += 1
+        s = max(int(st["summarized_until"]), base)
+        cut = min(max(int(st["cut"]), s), n)
+        # Raw tokens before the cut, carried in the state while the history only grows, so the
+        # window's size is known without another pass over it.
+        cut_tokens = st.get("cut_tokens")
+        if not (scan.pop("incremental") and isinstance(cut_tokens, int) and st.get("cut") == cut):
+            cut_tokens = c.count_messages(msgs[:cut]) - self._priming if cut else 0
+        stats: dict[str, Any] = {
+            "model": self.model,
+            "exact": bool(getattr(c, "is_exact", False)),
+            **b.as_dict(),
+            "turn": st["turn"],
+            "messages_total": n,
+            "tokens_full": scan["tokens"] + (self._priming if n else 0) + tools_tokens,
+            "tokens_tools": tools_tokens,
+            "state_reset": reset,
+            "summary_triggered": False,
+            "summary_failed": False,
+            "summary_error": None,
+            "summary_ms": None,
+            "summary_target_tokens": None,
+            "compacted": False,
+        }
+        plan = Plan(
+            msgs=msgs,
+            state=st,
+            stats=stats,
+            budget=b,
+            tools_fp=fingerprint(tools) if tools else "",
+            last_user=last_user,
+            system_idx=system_idx,
+            system_tokens=system_tokens,
+            cut=cut,
+            started=started,
+            cut_tokens=cut_tokens,
+        )
+        plan.start_cut = cut
+        if n == 0:
+            plan.stats.update(strategy="keep", strategy_reason="empty history")
+            return plan
+        if self.stable_prefix:
+            self._plan_stable(plan, s, base)
+        else:
+            self._plan_sliding(plan, s, base)
+        return plan
+
+    def _decide(self, plan: Plan) -> StrategyDecision:
+        st = plan.state
+        if self.summarizer is None:
+            return StrategyDecision("truncate", "no summarizer configured")
+        if st["retry_turn"] > st["turn"]:
+            return StrategyDecision(
+                "truncate",
+                f"summarizer backing off after {st['failures']} failures (retry at turn {st['retry_turn']})",
+            )
+        if (
+            plan.budget.summary_budget * TARGET_HEADROOM
+            < MIN_SUMMARY_TOKENS + self._summary_overhead(st)
+        ):
+            return StrategyDecision(
+                "truncate", f"summary budget too small ({plan.budget.summary_budget} tokens)"
+            )
+        recent = sum(1 for t in st["summary_turns"] if t > st["turn"] - RECENT_SUMMARY_WINDOW)
+        content = plan.stats["tokens_full"] - plan.budget.system_tokens - plan.stats["tokens_tools"]
+        return choose_strategy(
+            preference=self.preference,
+            message_count=len(plan.msgs),
+            content_tokens=max(0, content),
+            recent_summaries=recent,
+        )
+
+    def _plan_stable(self, plan: Plan, s: int, base: int) -> None:
+        """Cut stays put under the high-water mark; jumps to the low-water mark above it."""
+        b, st, c = plan.budget, plan.state, self.counter
+        # summary + recent tokens of the current window, from the carried totals: raw window
+        # tokens, minus its system messages, minus what truncating tool outputs saves, plus a
+        # user message pinned before the window. Exact up to orphans fit may still drop.
+        cut = plan.cut
+        window_raw = plan.state["scan"]["tokens"] - plan.cut_tokens
+        window_system = sum(c.count_message(plan.msgs[i]) for i in plan.system_idx if i >= cut)
+        _, _, saved = self._window(plan, cut)
+        user = self._head_user(plan, cut)
+        held = c.count_message(plan.msgs[user]) if user is not None else 0
+        summary_tokens = sum(c.count_message(m) for m in self._summary_messages(st["summary"], st))
+        recent = window_raw - window_system - saved + held
+        if summary_tokens + recent <= b.high_water:
+            plan.stats.update(
+                strategy="keep",
+                strategy_reason=(
+                    f"summary + recent = {summary_tokens + recent} tokens, under the high-water "
+                    f"mark ({b.high_water})"
+                ),
+            )
+            return
+        new_cut = self._cut_for(plan, plan.cut, b.low_water)
+        if new_cut <= plan.cut:
+            plan.stats.update(
+                strategy="fallback",
+                strategy_reason="the newest tool round alone exceeds the low-water mark; fitting plainly",
+            )
+            return
+        decision = self._decide(plan)
+        plan.stats.update(strategy=decision.strategy, strategy_reason=decision.reason)
+        if decision.strategy == "summarize":
+            plan.job = self._make_job(plan, s, new_cut)
+            if plan.job is not None:
+                return  # on failure _finish fits plainly at the old cut
+        # truncate: the cut jumps without a summary; the gap stays pending for a later summary
+        plan.cut = new_cut
+
+    def _plan_sliding(self, plan: Plan, s: int, base: int) -> None:
+        """The largest recent window every turn; refresh the summary when enough fell out."""
+        b, st = plan.budget, plan.state
+        summary_msgs = self._summary_messages(st["summary"], st)
+        summary_tokens = sum(self.counter.count_message(m) for m in summary_msgs)
+        recent_budget = max(0, b.history_budget - summary_tokens)
+        new_cut = max(self._cut_for(plan, s, recent_budget), plan.cut)
+        pending = self._tokens_between(plan.msgs, s, new_cut)
+        threshold = max(0.5 * st["summary_tokens"], 0.05 * b.history_budget)
+        plan.cut = new_cut
+        if new_cut > s and pending >= threshold:
+            decision = self._decide(plan)
+            plan.stats.update(strategy=decision.strategy, strategy_reason=decision.reason)
+            if decision.strategy == "summarize":
+                plan.job = self._make_job(plan, s, new_cut)
+            return
+        plan.stats.update(
+            strategy="keep" if pending == 0 else "truncate",
+            strategy_reason=(
+                f"sliding window; {pending} evicted tokens pending, summary refresh at {int(threshold)}"
+            ),
+        )
+
+    def _make_job(self, plan: Plan, s: int, new_cut: int) -> Job | None:
+        """The summarization of ``msgs[s:new_cut]`` (chunked to the summarizer's input cap)."""
+        st, b, c = plan.state, plan.budget, self.counter
+        # How much one call may fold: the summarizer's own limit; else, for summarizers that
+        # call a model, the history budget (their input must fit some context window too).
+        limit_attr = getattr(self.summarizer, "max_input_tokens", None)
+        cap: float
+        if isinstance(limit_attr, int) and limit_attr > 0:
+            cap = limit_attr
+        elif getattr(self.summarizer, "inline", False):
+            cap = math.inf
+        else:
+            cap = max(1, b.history_budget)
+        hi = s
+        fold_tokens = 0
+        msgs = plan.msgs
+        while hi < new_cut:
+            j = next_unit(msgs, hi, new_cut)  # never fold half a tool round
+            t = sum(
+                c.count_message(msgs[k])
+                for k in range(hi, j)
+                if msgs[k].get("role") not in SYSTEM_ROLES
+            )
+            if fold_tokens and fold_tokens + t > cap:
+                break
+            fold_tokens += t
+            hi = j
+        fold = [copy_json(dict(m)) for m in msgs[s:hi] if m.get("role") not in SYSTEM_ROLES]
+        if not fold:
+            return None
+        # Detected per fold (new messages + the summary so far), so a conversation that
+        # switches language gets its summary in the language it is mostly held in.
+        language = self.language or self._detect(fold, st["summary"])
+        overhead = self._summary_overhead(st, language)
+        room = max(0, b.summary_budget - overhead)
+        # Aim below the hard room so a summarizer overshooting its target a little (LLMs do,
+        # estimates do) still fits instead of failing the same way every turn.
+        target = summary_target_tokens(
+            st["evicted_tokens"] + fold_tokens,
+            int(room * TARGET_HEADROOM),
+            self.summary_length_ratio,
+        )
+        limit = min(room, max(int(target * OVERSIZE_FACTOR), target + 64))
+        plan.stats["summary_target_tokens"] = target
+        return Job(
+            messages=fold,
+            previous=st["summary"],
+            target=target,
+            limit=limit,
+            language=language,
+            lo=s,
+            hi=hi,
+            new_cut=new_cut,
+            fold_tokens=fold_tokens,
+            fold_count=len(fold),
+        )
+
+    @staticmethod
+    def _detect(fold: list[dict[str, Any]], previous: str) -> str:
+        users = [message_text(m) for m in fold if m.get("role") == "user"]
+        return detect_language(
+            [previous, *users] if any(users) else [previous, *(message_text(m) for m in fold)]
+        )

@@ -1,0 +1,110 @@
+"""The stats of one call (``Prepared.stats``).
+
+``tokens`` (sent, reply priming included), ``tokens_system`` / ``tokens_summary`` /
+``tokens_recent`` (the layers), ``tokens_tools``, ``tokens_total`` (+ tool schemas),
+``tokens_full`` (sending everything), ``tokens_saved``, ``usage_ratio`` (of window - reserve);
+the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
+``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
+verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
+``strategy`` (``keep``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
+``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
+``summary_target_tokens``, ``summary_dropped``, ``has_summary``; ``compacted`` (the cut
+moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
+``prefix_shared_ratio`` (identical leading part of the previous call's prompt);
+``tool_outputs_truncated``, ``tool_tokens_truncated``; ``state_reset``; ``turn``; ``elapsed_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from windowfit.context.plan import Fitted, Plan
+from windowfit.context.window import Windows
+from windowfit.messages import fingerprint
+
+__all__ = ["Stats"]
+
+logger = logging.getLogger(__name__)
+
+
+class Stats(Windows):
+    """Fills a call's stats, including how much of the prompt the previous call shared."""
+
+    def _fill_stats(self, plan: Plan, fitted: Fitted, prepared: list[Any]) -> None:
+        st, stats, c = plan.state, plan.stats, self.counter
+        view, r = fitted.view, fitted.result
+        n = len(plan.msgs)
+        kept = r.kept
+        summary_tokens = self._head_summary_tokens(view)
+        tokens = int(r.tokens)
+        recent = max(0, tokens - plan.system_tokens - summary_tokens - self._priming)
+        sent_from_history = len(kept) - len(view.summary_idx)
+        limit = self.context_window - self.output_reserve
+        stats.update(
+            tokens=tokens,
+            tokens_system=plan.system_tokens,
+            tokens_summary=summary_tokens,
+            tokens_recent=recent,
+            tokens_total=tokens + stats["tokens_tools"],
+            usage_ratio=round((tokens + stats["tokens_tools"]) / limit, 4),
+            tokens_saved=max(0, stats["tokens_full"] - tokens - stats["tokens_tools"]),
+            messages_sent=len(prepared),
+            messages_dropped=n - sent_from_history,
+            messages_summarized=int(st["summarized_messages"]),
+            messages_pending=max(0, plan.cut - int(st["summarized_until"])),
+            summarized_until=int(st["summarized_until"]),
+            cut=plan.cut,
+            tool_outputs_truncated=view.truncated,
+            tool_tokens_truncated=view.truncated_tokens,
+            has_summary=bool(fitted.view.summary_idx),
+        )
+        stats.setdefault("summary_dropped", False)
+        # Prefix shared with the previous call: the identical leading head messages, then (same
+        # cut, same head) the window up to where the previous prompt ended. Only the few head
+        # and new messages are counted here; the rest follows from the totals.
+        head_kept = [k for k in kept[: view.head_len] if k < view.head_len]
+        head_fps = [fingerprint(view.messages[k]) for k in head_kept]
+        head_tokens = [c.count_message(view.messages[k]) for k in head_kept]
+        last_source = view.source[kept[-1]] if kept else -1
+        end = last_source + 1 if last_source >= 0 else plan.cut
+        # where the sent window really starts (fit may have skipped a partial round)
+        start = view.source[kept[len(head_kept)]] if len(kept) > len(head_kept) else end
+        prev = st.get("prev") if isinstance(st.get("prev"), Mapping) else None
+        shared_tokens = shared_msgs = 0
+        if prev and prev.get("tools") == plan.tools_fp:
+            prev_head = list(prev.get("head") or [])
+            same = 0
+            while same < min(len(prev_head), len(head_fps)) and prev_head[same] == head_fps[same]:
+                same += 1
+            shared_msgs, shared_tokens = same, sum(head_tokens[:same])
+            if same == len(head_fps) == len(prev_head) and prev.get("start") == start:
+                prev_end = int(prev.get("end", 0))
+                window_tokens = tokens - self._priming - sum(head_tokens)
+                window_count = len(kept) - len(head_kept)
+                k = len(kept) - 1
+                while k >= len(head_kept) and view.source[kept[k]] >= prev_end:
+                    window_tokens -= c.count_message(view.messages[kept[k]])
+                    window_count -= 1
+                    k -= 1
+                shared_msgs += window_count
+                shared_tokens += window_tokens
+        stats.update(
+            prefix_tokens_shared=shared_tokens,
+            prefix_messages_shared=shared_msgs,
+            prefix_shared_ratio=round(shared_tokens / max(1, tokens - self._priming), 4),
+        )
+        st["prev"] = {"head": head_fps, "start": start, "end": end, "tools": plan.tools_fp}
+        stats["elapsed_ms"] = round((time.perf_counter() - plan.started) * 1000, 3)
+        logger.debug(
+            "prepared turn %d: %d messages, %d tokens (system %d, summary %d, recent %d), strategy %s",
+            st["turn"],
+            len(prepared),
+            tokens,
+            plan.system_tokens,
+            summary_tokens,
+            recent,
+            stats.get("strategy"),
+        )

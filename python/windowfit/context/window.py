@@ -1,0 +1,221 @@
+"""Windows: the virtual message list a fit sees (system, summary, a held user message, the
+recent messages with oversized tool outputs truncated) and where a window may start.
+
+A cut uses fit's unit logic, so it never separates a tool call from its results.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from windowfit._core import BudgetError  # the class fit raises
+from windowfit.context.budget import Budget
+from windowfit.context.plan import Fitted, Plan, View
+from windowfit.context.state import StateKeeper
+from windowfit.fitting import fit
+from windowfit.messages import SYSTEM_ROLES
+from windowfit.observation import ObservationTruncator
+from windowfit.summarize import detect_language
+
+__all__ = ["Windows"]
+
+logger = logging.getLogger(__name__)
+
+Message = Mapping[str, Any]
+
+_TRUNCATION_CACHE_SIZE = 512  # cut outputs remembered per cap
+_TRUNCATORS = 4  # caps remembered
+
+
+class Windows(StateKeeper):
+    """Builds and measures the windows a plan chooses between."""
+
+    def _fit_at(self, plan: Plan, cut: int, summary: str, language: str | None = None) -> Fitted:
+        """Fit system + summary + window(cut) to the prompt budget; drop the summary if it
+        cannot fit beside the pins (then only BudgetError of the pins themselves escapes)."""
+        view = self._view(plan, cut, summary, language)
+        r = self._fit(view, plan.budget.prompt_budget)
+        if r is None:
+            # a held (no longer latest) user message is the first thing to give up
+            view = self._view(plan, cut, summary, language, hold=False)
+            r = self._fit(view, plan.budget.prompt_budget)
+        if r is None:
+            plan.stats["summary_dropped"] = True
+            logger.warning(
+                "the summary does not fit beside the system prompt and latest user message; sending without it"
+            )
+            view = self._view(plan, cut, "", language, hold=False)
+            r = self._fit(view, plan.budget.prompt_budget, raise_errors=True)
+        return Fitted(cut, summary, view, r)
+
+    def _summary_messages(
+        self, summary: str, st: Mapping[str, Any], language: str | None = None
+    ) -> list[dict[str, Any]]:
+        if not summary:
+            return []
+        lang = language or st.get("language") or self.language or detect_language(summary)
+        count = int(st.get("summarized_messages", 0))
+        if lang == "zh":
+            header = f"【早期对话摘要（已归档 {count} 条消息）】"
+            ack = "好的，我会基于以上摘要继续。"
+        else:
+            header = f"[Summary of the earlier conversation ({count} messages archived)]"
+            ack = "Understood. I'll continue with this context."
+        text = f"{header}\n{summary}"
+        if self.summary_role == "pair":
+            return [{"role": "user", "content": text}, {"role": "assistant", "content": ack}]
+        return [{"role": "system", "content": text}]
+
+    def _summary_overhead(self, st: Mapping[str, Any], language: str | None = None) -> int:
+        msgs = self._summary_messages("x", {**st, "summarized_messages": 99999}, language)
+        return sum(self.counter.count_message(m) for m in msgs)
+
+    def _tool_cap(self, b: Budget) -> int:
+        if self.tool_output_max_tokens is not None:
+            return self.tool_output_max_tokens
+        return max(64, b.low_water // 2)
+
+    def _truncated(self, msg: Message, cap: int) -> tuple[dict[str, Any], int] | None:
+        """A copy of tool message ``msg`` with its output cut to ``cap`` tokens, or None."""
+        content = msg.get("content")
+        # A token covers at least one UTF-8 byte, so short outputs never need counting.
+        if not isinstance(content, str) or len(content) * 4 <= cap:
+            return None
+        truncator = self._truncators.get(cap)
+        if truncator is None:
+            # one per cap (the cap follows the budget, which rarely changes), each remembering
+            # the outputs it cut: the same window is re-cut every turn
+            truncator = ObservationTruncator(
+                max_lines=None,
+                max_bytes=None,
+                max_tokens=cap,
+                direction=self.tool_output_direction,
+                output_dir=None,
+                counter=self.counter,
+                compact_json=False,
+                cache_size=_TRUNCATION_CACHE_SIZE,
+            )
+            if len(self._truncators) >= _TRUNCATORS:
+                self._truncators.pop(next(iter(self._truncators)), None)
+            self._truncators[cap] = truncator
+        result = truncator.truncate("", content)
+        if not result["truncated"]:
+            return None
+        stats = result["stats"]
+        return {**msg, "content": result["preview"]}, stats["original_tokens"] - stats[
+            "kept_tokens"
+        ]
+
+    def _window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
+        """``msgs[lo:]`` with oversized tool outputs truncated (new dicts, inputs untouched)."""
+        msgs = plan.msgs
+        cap = self._tool_cap(plan.budget)
+        if cap > 0 and (plan.trunc_from < 0 or lo < plan.trunc_from):
+            # scan only the part not scanned yet in this call
+            hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
+            for i in range(lo, hi):
+                m = msgs[i]
+                if m.get("role") == "tool":
+                    cut = self._truncated(m, cap)
+                    if cut is not None:
+                        plan.trunc[i] = cut
+            plan.trunc_from = lo
+        window = msgs[lo:]
+        count = saved = 0
+        for i, (m, tokens) in plan.trunc.items():
+            if i >= lo:
+                window[i - lo] = m
+                count += 1
+                saved += tokens
+        return window, count, saved
+
+    def _head_user(self, plan: Plan, cut: int) -> int | None:
+        """The user message pinned right after the summary, if the window starts after it.
+
+        That is the latest user message; with ``stable_prefix``, while the cut has not moved,
+        it stays the one pinned when the cut was made even after newer user messages arrive, so
+        the prompt prefix does not change under the provider's cache.
+        """
+        lu = plan.last_user
+        if lu is not None and lu < cut:
+            return lu
+        held = plan.state.get("head_user")
+        if (
+            self.stable_prefix
+            and isinstance(held, int)
+            and 0 <= held < cut
+            and cut == plan.start_cut
+            and plan.msgs[held].get("role") == "user"
+        ):
+            return held
+        return None
+
+    def _view(
+        self, plan: Plan, cut: int, summary: str, language: str | None = None, *, hold: bool = True
+    ) -> View:
+        msgs, st = plan.msgs, plan.state
+        head_src = [i for i in plan.system_idx if i < cut]
+        head = [msgs[i] for i in head_src]
+        summary_msgs = self._summary_messages(summary, st, language)
+        summary_idx = list(range(len(head), len(head) + len(summary_msgs)))
+        head += summary_msgs
+        head_src += [-1] * len(summary_msgs)
+        pinned = list(summary_idx)
+        user = self._head_user(plan, cut)
+        if user is not None and (hold or user == plan.last_user):
+            pinned.append(len(head))
+            head.append(msgs[user])  # the request stays verbatim next to the summary
+            head_src.append(user)
+        window, count, saved = self._window(plan, cut)
+        return View(
+            messages=head + window,
+            source=head_src + list(range(cut, len(msgs))),
+            head_len=len(head),
+            summary_idx=summary_idx,
+            pinned=pinned,
+            truncated=count,
+            truncated_tokens=saved,
+        )
+
+    def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
+        try:
+            return fit(view.messages, budget, counter=self.counter, pinned=view.pinned)
+        except BudgetError:
+            if raise_errors or not view.pinned:
+                raise
+            return None
+
+    def _head_summary_tokens(self, view: View) -> int:
+        return sum(self.counter.count_message(view.messages[i]) for i in view.summary_idx)
+
+    def _cut_for(self, plan: Plan, lo: int, budget: int) -> int:
+        """Start of the longest recent window of ``msgs[lo:]`` within ``budget`` tokens.
+
+        Uses fit's unit logic, so a cut never separates a tool call from its results and, before
+        the latest user message, lands on a user message.
+        """
+        window, _, _ = self._window(plan, lo)
+        if not window:
+            return lo
+        r = fit(
+            window,
+            budget + self._priming,
+            counter=self.counter,
+            keep_system=False,
+            keep_last_user=False,
+        )
+        if r.kept:
+            return lo + r.kept[0]
+        # Even the newest unit exceeds the budget: keep just that unit (fit trims it later).
+        k = len(window) - 1
+        while k > 0 and window[k].get("role") == "tool":
+            k -= 1
+        return lo + k
+
+    def _tokens_between(self, msgs: list[Any], lo: int, hi: int) -> int:
+        if hi <= lo:
+            return 0
+        part = [m for m in msgs[lo:hi] if m.get("role") not in SYSTEM_ROLES]
+        return self.counter.count_messages(part) - self._priming if part else 0

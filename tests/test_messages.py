@@ -1,0 +1,92 @@
+"""The canonical message helpers: one text rule, JSON copies, fingerprints, unit boundaries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from windowfit.adapters.canonical import content_text as adapter_content_text
+from windowfit.messages import content_text, copy_json, fingerprint, message_text, next_unit
+from windowfit.summarize import message_text as summary_message_text
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def test_one_rule_everywhere() -> None:
+    # the adapters and the summarizer read text through the same functions
+    assert adapter_content_text is content_text
+    assert summary_message_text is message_text
+
+
+def test_content_text_joins_text_parts_by_newlines() -> None:
+    parts = [
+        {"type": "text", "text": "alpha"},
+        {"type": "image_url", "image_url": {"url": "data:..."}},
+        "beta",
+        {"type": "refusal", "refusal": "no"},
+    ]
+    assert content_text(parts) == "alpha\nbeta\nno"
+    assert content_text(None) == ""
+    assert content_text("plain") == "plain"
+    assert content_text({"k": "v"}) == json.dumps({"k": "v"})
+
+
+def test_message_text_marks_media_and_tool_calls() -> None:
+    msg = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {}}],
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"q": 1}'}},
+            {"id": "d", "type": "function", "function": {"name": "g", "arguments": {"x": "é"}}},
+        ],
+    }
+    assert message_text(msg) == 'look\n[image]\nf({"q": 1})\ng({"x": "é"})'
+    assert message_text({"role": "user", "content": [{"type": "input_audio"}]}) == "[audio]"
+
+
+@settings(max_examples=80, deadline=None)
+@given(_json)
+def test_copy_json_equals_a_json_round_trip_and_shares_nothing(value: Any) -> None:
+    copied = copy_json(value)
+    assert copied == json.loads(json.dumps(value))
+
+    def containers(v: Any) -> list[int]:
+        if isinstance(v, dict):
+            return [id(v), *(i for x in v.values() for i in containers(x))]
+        if isinstance(v, list):
+            return [id(v), *(i for x in v for i in containers(x))]
+        return []
+
+    assert not set(containers(copied)) & set(containers(value))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _json, max_size=5), st.text(max_size=40))
+def test_fingerprint_depends_on_content_only(rest: dict[str, Any], text: str) -> None:
+    a = {**rest, "content": text}
+    b = copy_json(a)
+    assert fingerprint(a) == fingerprint(b)
+    assert fingerprint({**a, "content": text + "x"}) != fingerprint(a)
+    assert len(fingerprint(a)) == 16
+
+
+def test_next_unit_keeps_tool_results_with_their_call() -> None:
+    msgs = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert next_unit(msgs, 0, 5) == 1
+    assert next_unit(msgs, 1, 5) == 4
+    assert next_unit(msgs, 1, 3) == 3  # never past the stop
+    assert next_unit(msgs, 4, 5) == 5
