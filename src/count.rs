@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
 use crate::cache::{text_key, CacheInfo, CountCache};
+pub use crate::message::{ImageDetail, Message, Part, ToolCall};
 use crate::tokenize::Backend;
 
 /// Per-model chat-format overheads (see the module docs).
@@ -29,13 +30,6 @@ impl Default for MessageFormat {
     fn default() -> Self {
         Self { tokens_per_message: 3, tokens_per_name: 1, tokens_per_tool_call: 3, reply_priming: 3 }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageDetail {
-    Low,
-    High,
-    Auto,
 }
 
 /// Tokens of an image whose size is unknown: OpenAI's cost of a 1024x1024 image at high
@@ -71,52 +65,7 @@ pub fn image_tokens(detail: ImageDetail, width: Option<u32>, height: Option<u32>
     85 + 170 * tiles
 }
 
-/// One content part, as counted.
-#[derive(Clone, Debug)]
-pub enum Part<S> {
-    Text(S),
-    Image { detail: ImageDetail, width: Option<u32>, height: Option<u32> },
-    /// Audio, files: a documented constant.
-    Opaque,
-}
-
-#[derive(Clone, Debug)]
-pub struct ToolCall<S> {
-    pub id: S,
-    pub name: S,
-    /// The arguments as JSON text (Anthropic `input` objects are serialized by the caller).
-    pub arguments: S,
-}
-
-/// A chat message reduced to what counting and pairing need. `S` is `String` in Rust tests
-/// and a borrowed Python string in the bindings.
-#[derive(Clone, Debug)]
-pub struct Message<S> {
-    pub role: S,
-    pub name: Option<S>,
-    pub parts: Vec<Part<S>>,
-    /// OpenAI `tool_calls`, or Anthropic `tool_use` blocks.
-    pub tool_calls: Vec<ToolCall<S>>,
-    /// OpenAI `tool_call_id`, or the `tool_use_id`s of Anthropic `tool_result` blocks.
-    pub result_ids: Vec<S>,
-}
-
 impl<S: AsRef<str>> Message<S> {
-    /// Bytes of text in the message (to decide whether counting it is worth a thread).
-    fn text_len(&self) -> usize {
-        let parts: usize = self.parts.iter().map(|p| if let Part::Text(t) = p { t.as_ref().len() } else { 0 }).sum();
-        let calls: usize = self.tool_calls.iter().map(|c| c.arguments.as_ref().len()).sum();
-        parts + calls
-    }
-
-    /// True when the message says something besides its tool calls.
-    pub fn has_content(&self) -> bool {
-        self.parts.iter().any(|p| match p {
-            Part::Text(t) => !t.as_ref().is_empty(),
-            _ => true,
-        })
-    }
-
     /// The cache key of this message (see `KeyBuilder`).
     pub fn key(&self, format: &MessageFormat, skip_calls: &[&str]) -> u128 {
         let mut k = KeyBuilder::new(format);

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit import _core
+from windowfit.errors import WindowfitError
 from windowfit.models import UnknownModelError, get_model
 
 __all__ = [
@@ -35,7 +36,7 @@ Encoding = _core.Encoding
 ENCODINGS: tuple[str, ...] = tuple(_core.ENCODINGS)
 
 
-class MissingTokenizerError(ImportError):
+class MissingTokenizerError(WindowfitError, ImportError):
     """A model's tokenizer package is not installed and ``strict=True`` was asked."""
 
 
@@ -196,6 +197,8 @@ class Counter(_core.Counter):
             }
         else:
             raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
+        if cache_entries is not None and cache_bytes is not None:
+            raise ValueError("give cache_entries or cache_bytes, not both")
         for arg, value in (("cache_entries", cache_entries), ("cache_bytes", cache_bytes)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0
