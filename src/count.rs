@@ -3,8 +3,8 @@
 //! Message counting follows OpenAI's published chat-format accounting (the "How to count
 //! tokens" cookbook): every message costs `tokens_per_message` plus the tokens of its role,
 //! content and name (`+ tokens_per_name`); the reply is primed with `reply_priming` tokens.
-//! windowfit extends it to parts the cookbook leaves out — tool calls (`tokens_per_tool_call`
-//! + name + arguments), tool_call_id, images by OpenAI's tile formula — and keeps it
+//! windowfit extends it to parts the cookbook leaves out — tool calls
+//! (`tokens_per_tool_call` plus name and arguments), tool_call_id, images by OpenAI's tile formula — and keeps it
 //! additive: `count_messages(ms) == sum(count_message(m)) + reply_priming`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -288,7 +288,8 @@ impl Counter {
 
     /// Tokens of `m` with the tool calls whose ids are in `skip_calls` removed.
     pub fn count_message_without<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
-        let raw = self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
+        let raw =
+            self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
         self.scaled(raw)
     }
 
@@ -306,7 +307,9 @@ impl Counter {
             };
         }
         for call in m.tool_calls.iter().filter(|c| !skip_calls.contains(&c.id.as_ref())) {
-            n += f.tokens_per_tool_call as usize + self.raw_count(call.name.as_ref()) + self.raw_count(call.arguments.as_ref());
+            n += f.tokens_per_tool_call as usize
+                + self.raw_count(call.name.as_ref())
+                + self.raw_count(call.arguments.as_ref());
         }
         for id in &m.result_ids {
             n += self.raw_count(id.as_ref());
@@ -353,7 +356,13 @@ mod tests {
     }
 
     fn msg(role: &str, text: &str) -> Message<String> {
-        Message { role: role.into(), name: None, parts: vec![Part::Text(text.into())], tool_calls: vec![], result_ids: vec![] }
+        Message {
+            role: role.into(),
+            name: None,
+            parts: vec![Part::Text(text.into())],
+            tool_calls: vec![],
+            result_ids: vec![],
+        }
     }
 
     #[test]

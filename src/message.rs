@@ -26,7 +26,11 @@ pub enum ImageDetail {
 #[derive(Clone, Debug)]
 pub enum Part<S> {
     Text(S),
-    Image { detail: ImageDetail, width: Option<u32>, height: Option<u32> },
+    Image {
+        detail: ImageDetail,
+        width: Option<u32>,
+        height: Option<u32>,
+    },
     /// Audio, files: a documented constant.
     Opaque,
 }
@@ -67,7 +71,6 @@ impl<S: AsRef<str>> Message<S> {
             _ => true,
         })
     }
-
 
     /// What selection needs to know about this message, given its token count.
     pub fn info(&self, tokens: u64) -> MessageInfo {
@@ -219,17 +222,11 @@ impl<'a> CallTable<'a> {
 
     /// Distinct ids left without a result (duplicates included), in call order.
     pub(crate) fn open(&self) -> impl Iterator<Item = &'a str> + '_ {
-        self.ids
-            .iter()
-            .filter(|(_, s)| *s != CallState::Answered)
-            .map(|(id, _)| *id)
+        self.ids.iter().filter(|(_, s)| *s != CallState::Answered).map(|(id, _)| *id)
     }
 
     pub(crate) fn answered(&self) -> usize {
-        self.ids
-            .iter()
-            .filter(|(_, s)| *s == CallState::Answered)
-            .count()
+        self.ids.iter().filter(|(_, s)| *s == CallState::Answered).count()
     }
 }
 
@@ -244,10 +241,7 @@ mod tests {
     #[test]
     fn roles_parse_to_their_variant_and_unknown_to_other() {
         let parsed: Vec<Role> = ROLES.iter().map(|r| Role::parse(r)).collect();
-        assert_eq!(
-            parsed,
-            [Role::System, Role::Developer, Role::User, Role::Assistant, Role::Tool, Role::Function]
-        );
+        assert_eq!(parsed, [Role::System, Role::Developer, Role::User, Role::Assistant, Role::Tool, Role::Function]);
         assert_eq!(Role::parse("critic"), Role::Other);
         assert!(Role::System.is_system() && Role::Developer.is_system() && !Role::User.is_system());
     }

@@ -8,12 +8,7 @@ use std::time::Instant;
 // ---------- builders ----------
 
 fn msg(role: Role, tokens: u64) -> MessageInfo {
-    MessageInfo {
-        role,
-        tokens,
-        has_content: true,
-        ..Default::default()
-    }
+    MessageInfo { role, tokens, has_content: true, ..Default::default() }
 }
 fn sys(t: u64) -> MessageInfo {
     msg(Role::System, t)
@@ -29,25 +24,15 @@ fn strs(ids: &[&str]) -> Vec<String> {
 }
 /// An assistant message made only of tool calls.
 fn call(t: u64, ids: &[&str]) -> MessageInfo {
-    MessageInfo {
-        call_ids: strs(ids),
-        has_content: false,
-        ..msg(Role::Assistant, t)
-    }
+    MessageInfo { call_ids: strs(ids), has_content: false, ..msg(Role::Assistant, t) }
 }
 /// An OpenAI tool message.
 fn tool(t: u64, id: &str) -> MessageInfo {
-    MessageInfo {
-        result_ids: strs(&[id]),
-        ..msg(Role::Tool, t)
-    }
+    MessageInfo { result_ids: strs(&[id]), ..msg(Role::Tool, t) }
 }
 /// An Anthropic-style user message carrying tool_result blocks.
 fn results(t: u64, ids: &[&str]) -> MessageInfo {
-    MessageInfo {
-        result_ids: strs(ids),
-        ..msg(Role::User, t)
-    }
+    MessageInfo { result_ids: strs(ids), ..msg(Role::User, t) }
 }
 
 /// The tests' recount: each removed call entry saves 2 tokens.
@@ -64,10 +49,7 @@ fn kept(msgs: &[MessageInfo], budget: u64, opts: &FitOptions) -> Vec<usize> {
     run(msgs, budget, opts).expect("fit").kept
 }
 fn units_only() -> FitOptions {
-    FitOptions {
-        start_on_user: false,
-        ..FitOptions::default()
-    }
+    FitOptions { start_on_user: false, ..FitOptions::default() }
 }
 
 // ---------- hand-written cases ----------
@@ -77,16 +59,10 @@ fn empty_history() {
     let p = fit(&[], 10, &FitOptions::default(), &no_recount).unwrap();
     assert!(p.kept.is_empty() && p.dropped.is_empty() && p.stripped.is_empty());
     assert_eq!((p.tokens, p.stats.stop_reason), (0, StopReason::AllFit));
-    let primed = FitOptions {
-        reply_priming: 3,
-        ..FitOptions::default()
-    };
+    let primed = FitOptions { reply_priming: 3, ..FitOptions::default() };
     assert_eq!(fit(&[], 3, &primed, &no_recount).unwrap().tokens, 3);
     // Priming is part of every request, so it alone can exceed the budget.
-    assert!(matches!(
-        fit(&[], 2, &primed, &no_recount),
-        Err(Error::Budget(_))
-    ));
+    assert!(matches!(fit(&[], 2, &primed, &no_recount), Err(Error::Budget(_))));
     let r = repair(&[], Unanswered::Strip, 0, &no_recount);
     assert!(r.kept.is_empty() && r.dropped.is_empty());
 }
@@ -100,14 +76,7 @@ fn everything_fits_exactly() {
     assert_eq!(p.stats.stop_reason, StopReason::AllFit);
     assert_eq!(p.stats.stop_reason.as_str(), "all_fit");
     assert_eq!((p.stats.messages_kept, p.stats.messages_dropped), (3, 0));
-    assert_eq!(
-        (
-            p.stats.pins_tokens,
-            p.stats.tokens_kept,
-            p.stats.tokens_dropped
-        ),
-        (15, 22, 0)
-    );
+    assert_eq!((p.stats.pins_tokens, p.stats.tokens_kept, p.stats.tokens_dropped), (15, 22, 0));
 
     let p = fit(&h, 21, &FitOptions::default(), &no_recount).unwrap();
     assert_eq!((p.kept, p.dropped), (vec![0, 1], vec![2]));
@@ -118,10 +87,7 @@ fn everything_fits_exactly() {
 #[test]
 fn priming_counts_once() {
     let h = [user(5), asst(5)];
-    let o = FitOptions {
-        reply_priming: 3,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { reply_priming: 3, ..FitOptions::default() };
     assert_eq!(run(&h, 13, &o).unwrap().tokens, 13);
     assert_eq!(kept(&h, 13, &o), vec![0, 1]);
     assert_eq!(kept(&h, 12, &o), vec![0]);
@@ -131,15 +97,7 @@ fn priming_counts_once() {
 #[test]
 fn window_stops_at_first_unit_that_does_not_fit() {
     // a3 is too big: the older small messages must not be picked instead.
-    let h = [
-        user(1),
-        asst(1),
-        user(1),
-        asst(100),
-        user(1),
-        asst(1),
-        user(1),
-    ];
+    let h = [user(1), asst(1), user(1), asst(100), user(1), asst(1), user(1)];
     for o in [units_only(), FitOptions::default()] {
         let p = run(&h, 5, &o).unwrap();
         assert_eq!(p.kept, vec![4, 5, 6]);
@@ -162,42 +120,21 @@ fn rounds_are_all_or_nothing() {
 
 #[test]
 fn messages_after_latest_user_grow_by_units() {
-    let h = [
-        user(2),
-        asst(2),
-        user(2),
-        call(3, &["c1"]),
-        tool(3, "c1"),
-        asst(4),
-    ];
+    let h = [user(2), asst(2), user(2), call(3, &["c1"]), tool(3, "c1"), asst(4)];
     let o = FitOptions::default();
     assert_eq!(kept(&h, 12, &o), vec![2, 3, 4, 5]);
     assert_eq!(kept(&h, 11, &o), vec![2, 5]);
     assert_eq!(kept(&h, 16, &o), vec![0, 1, 2, 3, 4, 5]);
     // Unpinned, the latest user turn is just the next unit: the window stops before it.
-    let free = FitOptions {
-        keep_last_user: false,
-        ..FitOptions::default()
-    };
+    let free = FitOptions { keep_last_user: false, ..FitOptions::default() };
     assert_eq!(kept(&h, 10, &free), vec![3, 4, 5]);
     assert_eq!(kept(&h, 12, &free), vec![2, 3, 4, 5]);
-    assert_eq!(
-        run(&h, 10, &free).unwrap().stats.stop_reason,
-        StopReason::Budget
-    );
+    assert_eq!(run(&h, 10, &free).unwrap().stats.stop_reason, StopReason::Budget);
 }
 
 #[test]
 fn huge_tool_output_after_latest_user() {
-    let h = [
-        sys(5),
-        user(5),
-        asst(5),
-        user(5),
-        call(5, &["a"]),
-        tool(100_000, "a"),
-        asst(5),
-    ];
+    let h = [sys(5), user(5), asst(5), user(5), call(5, &["a"]), tool(100_000, "a"), asst(5)];
     let p = run(&h, 40, &FitOptions::default()).unwrap();
     // The pins and the final answer; the oversized unit stops the window.
     assert_eq!(p.kept, vec![0, 3, 6]);
@@ -206,13 +143,7 @@ fn huge_tool_output_after_latest_user() {
 
 #[test]
 fn tool_unit_is_never_split() {
-    let h = [
-        user(1),
-        call(5, &["a", "b"]),
-        tool(5, "a"),
-        tool(5, "b"),
-        user(1),
-    ];
+    let h = [user(1), call(5, &["a", "b"]), tool(5, "a"), tool(5, "b"), user(1)];
     assert_eq!(kept(&h, 15, &units_only()), vec![4]);
     assert_eq!(kept(&h, 16, &units_only()), vec![1, 2, 3, 4]);
     assert_eq!(kept(&h, 17, &units_only()), vec![0, 1, 2, 3, 4]);
@@ -220,20 +151,10 @@ fn tool_unit_is_never_split() {
 
 #[test]
 fn parallel_results_in_any_order() {
-    let h = [
-        user(1),
-        call(1, &["a", "b", "c"]),
-        tool(1, "c"),
-        tool(1, "a"),
-        tool(1, "b"),
-        user(1),
-    ];
+    let h = [user(1), call(1, &["a", "b", "c"]), tool(1, "c"), tool(1, "a"), tool(1, "b"), user(1)];
     let r = repair(&h, Unanswered::Drop, 0, &no_recount);
     assert_eq!(r.kept, vec![0, 1, 2, 3, 4, 5]);
-    assert_eq!(
-        (r.stats.orphans_removed, r.stats.unanswered_removed),
-        (0, 0)
-    );
+    assert_eq!((r.stats.orphans_removed, r.stats.unanswered_removed), (0, 0));
 }
 
 #[test]
@@ -256,10 +177,7 @@ fn unanswered_strip_keeps_the_message_without_the_calls() {
         calls.borrow_mut().push((i, ids.to_vec()));
         2
     };
-    let o = FitOptions {
-        unanswered: Unanswered::Strip,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { unanswered: Unanswered::Strip, ..FitOptions::default() };
     let p = fit(&h, 100, &o, &rc).unwrap();
     assert_eq!(p.kept, vec![0, 1, 2, 3]);
     assert_eq!(p.stripped, vec![(1, strs(&["b"]))]);
@@ -276,10 +194,7 @@ fn unanswered_strip_keeps_the_message_without_the_calls() {
 #[test]
 fn strip_that_leaves_nothing_drops_the_message() {
     let h = [user(1), call(5, &["a", "b"]), user(1)];
-    let o = FitOptions {
-        unanswered: Unanswered::Strip,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { unanswered: Unanswered::Strip, ..FitOptions::default() };
     let p = fit(&h, 100, &o, &no_recount).unwrap();
     assert_eq!((p.kept, p.stats.unanswered_removed), (vec![0, 2], 1));
     // With text of its own it stays, as a plain assistant message.
@@ -297,10 +212,7 @@ fn recount_is_lazy() {
     let mut c = call(50, &["a"]);
     c.has_content = true;
     let h = [user(1), c, user(100), asst(1), user(1)];
-    let o = FitOptions {
-        unanswered: Unanswered::Strip,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { unanswered: Unanswered::Strip, ..FitOptions::default() };
     assert_eq!(fit(&h, 5, &o, &no_recount).unwrap().kept, vec![4]);
     let n = RefCell::new(0);
     let rc = |_: usize, _: &[String]| {
@@ -332,10 +244,7 @@ fn system_between_call_and_result_breaks_the_pair() {
     let h = [user(1), call(4, &["a"]), sys(2), tool(3, "a"), user(1)];
     let p = run(&h, 100, &FitOptions::default()).unwrap();
     assert_eq!(p.kept, vec![0, 2, 4]);
-    assert_eq!(
-        (p.stats.orphans_removed, p.stats.unanswered_removed),
-        (1, 1)
-    );
+    assert_eq!((p.stats.orphans_removed, p.stats.unanswered_removed), (1, 1));
 }
 
 #[test]
@@ -343,22 +252,10 @@ fn duplicate_call_ids_are_never_answered() {
     let h = [user(1), call(4, &["a", "a"]), tool(3, "a"), user(1)];
     let p = run(&h, 100, &FitOptions::default()).unwrap();
     assert_eq!(p.kept, vec![0, 3]);
-    assert_eq!(
-        (p.stats.orphans_removed, p.stats.unanswered_removed),
-        (1, 1)
-    );
-    let strip = FitOptions {
-        unanswered: Unanswered::Strip,
-        ..FitOptions::default()
-    };
+    assert_eq!((p.stats.orphans_removed, p.stats.unanswered_removed), (1, 1));
+    let strip = FitOptions { unanswered: Unanswered::Strip, ..FitOptions::default() };
     assert_eq!(kept(&h, 100, &strip), vec![0, 3]);
-    let h = [
-        user(1),
-        call(6, &["a", "b", "a"]),
-        tool(3, "a"),
-        tool(3, "b"),
-        user(1),
-    ];
+    let h = [user(1), call(6, &["a", "b", "a"]), tool(3, "a"), tool(3, "b"), user(1)];
     let p = run(&h, 100, &strip).unwrap();
     assert_eq!(p.kept, vec![0, 1, 3, 4]);
     assert_eq!(p.stripped, vec![(1, strs(&["a"]))]);
@@ -366,56 +263,30 @@ fn duplicate_call_ids_are_never_answered() {
 
 #[test]
 fn result_for_an_earlier_call_is_an_orphan() {
-    let h = [
-        call(1, &["a"]),
-        tool(1, "a"),
-        call(1, &["b"]),
-        tool(1, "a"),
-        tool(1, "b"),
-    ];
+    let h = [call(1, &["a"]), tool(1, "a"), call(1, &["b"]), tool(1, "a"), tool(1, "b")];
     let r = repair(&h, Unanswered::Drop, 0, &no_recount);
     assert_eq!((r.kept, r.dropped), (vec![0, 1, 2, 4], vec![3]));
 }
 
 #[test]
 fn anthropic_tool_results() {
-    let h = [
-        user(1),
-        call(1, &["a", "b"]),
-        results(2, &["b", "a"]),
-        user(1),
-    ];
+    let h = [user(1), call(1, &["a", "b"]), results(2, &["b", "a"]), user(1)];
     let p = run(&h, 100, &FitOptions::default()).unwrap();
     assert_eq!(p.kept, vec![0, 1, 2, 3]);
     // The result-carrying user message is not a user turn: the latest turn is 3.
     assert_eq!(kept(&h, 1, &FitOptions::default()), vec![3]);
     // Results split over two user messages.
-    let h2 = [
-        user(1),
-        call(1, &["a", "b"]),
-        results(1, &["a"]),
-        results(1, &["b"]),
-        user(1),
-    ];
+    let h2 = [user(1), call(1, &["a", "b"]), results(1, &["a"]), results(1, &["b"]), user(1)];
     assert_eq!(repair(&h2, Unanswered::Drop, 0, &no_recount).kept.len(), 5);
     // One unknown id spoils the whole message; one repeated id too.
     for bad in [results(2, &["a", "z"]), results(2, &["a", "a"])] {
         let h3 = [user(1), call(1, &["a"]), bad, user(1)];
         let r = repair(&h3, Unanswered::Drop, 0, &no_recount);
         assert_eq!(r.kept, vec![0, 3]);
-        assert_eq!(
-            (r.stats.orphans_removed, r.stats.unanswered_removed),
-            (1, 1)
-        );
+        assert_eq!((r.stats.orphans_removed, r.stats.unanswered_removed), (1, 1));
     }
     // The window treats a user turn answering results as part of the tool unit.
-    let h4 = [
-        user(1),
-        asst(1),
-        call(1, &["a"]),
-        results(1, &["a"]),
-        user(1),
-    ];
+    let h4 = [user(1), asst(1), call(1, &["a"]), results(1, &["a"]), user(1)];
     assert_eq!(kept(&h4, 3, &FitOptions::default()), vec![4]);
     assert_eq!(kept(&h4, 3, &units_only()), vec![2, 3, 4]);
 }
@@ -427,10 +298,7 @@ fn calling_and_answering_at_once_is_malformed() {
     let h = [call(1, &["a"]), odd, tool(1, "b"), user(1)];
     let r = repair(&h, Unanswered::Drop, 0, &no_recount);
     assert_eq!(r.kept, vec![3]);
-    assert_eq!(
-        (r.stats.orphans_removed, r.stats.unanswered_removed),
-        (2, 1)
-    );
+    assert_eq!((r.stats.orphans_removed, r.stats.unanswered_removed), (2, 1));
 }
 
 #[test]
@@ -438,18 +306,12 @@ fn system_in_the_middle_is_pinned_once() {
     let h = [user(1), asst(1), sys(10), user(1), asst(1), user(1)];
     let o = FitOptions::default();
     let p = run(&h, 15, &o).unwrap();
-    assert_eq!(
-        (p.kept.len(), p.tokens, p.stats.stop_reason),
-        (6, 15, StopReason::AllFit)
-    );
+    assert_eq!((p.kept.len(), p.tokens, p.stats.stop_reason), (6, 15, StopReason::AllFit));
     let p = run(&h, 14, &o).unwrap();
     assert_eq!((p.kept, p.tokens), (vec![2, 3, 4, 5], 13));
     assert_eq!(p.stats.pins_tokens, 11);
     // Not pinned, it is an ordinary message of the round it sits in.
-    let free = FitOptions {
-        keep_system: false,
-        ..o
-    };
+    let free = FitOptions { keep_system: false, ..o };
     assert_eq!(kept(&h, 14, &free), vec![3, 4, 5]);
     assert_eq!(kept(&h, 15, &free), vec![0, 1, 2, 3, 4, 5]);
 }
@@ -457,21 +319,12 @@ fn system_in_the_middle_is_pinned_once() {
 #[test]
 fn start_on_user_leaves_out_what_precedes_the_first_user_turn() {
     let h = [sys(1), asst(1), user(1), asst(1)];
-    let free = FitOptions {
-        keep_system: false,
-        ..FitOptions::default()
-    };
+    let free = FitOptions { keep_system: false, ..FitOptions::default() };
     let p = run(&h, 100, &free).unwrap();
-    assert_eq!(
-        (p.kept, p.stats.stop_reason),
-        (vec![2, 3], StopReason::StartOnUser)
-    );
+    assert_eq!((p.kept, p.stats.stop_reason), (vec![2, 3], StopReason::StartOnUser));
     assert_eq!(p.stats.stop_reason.as_str(), "start_on_user");
     assert_eq!(kept(&h, 100, &FitOptions::default()), vec![0, 2, 3]);
-    let units = FitOptions {
-        start_on_user: false,
-        ..free
-    };
+    let units = FitOptions { start_on_user: false, ..free };
     let p = run(&h, 100, &units).unwrap();
     assert_eq!((p.kept.len(), p.stats.stop_reason), (4, StopReason::AllFit));
 }
@@ -487,43 +340,21 @@ fn no_user_turn_grows_by_units() {
 
 #[test]
 fn explicit_pins() {
-    let h = [
-        user(1),
-        call(5, &["a"]),
-        tool(5, "a"),
-        user(1),
-        asst(50),
-        user(1),
-    ];
-    let o = FitOptions {
-        pinned: vec![2],
-        ..FitOptions::default()
-    };
+    let h = [user(1), call(5, &["a"]), tool(5, "a"), user(1), asst(50), user(1)];
+    let o = FitOptions { pinned: vec![2], ..FitOptions::default() };
     let p = run(&h, 12, &o).unwrap();
     assert_eq!(p.kept, vec![1, 2, 5]);
     assert_eq!(p.stats.pins_tokens, 11);
     // A pinned old user turn still bounds rounds; pinning twice is harmless.
-    let o = FitOptions {
-        pinned: vec![0, 0],
-        keep_last_user: false,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { pinned: vec![0, 0], keep_last_user: false, ..FitOptions::default() };
     assert_eq!(kept(&h, 2, &o), vec![0, 5]);
 }
 
 #[test]
 fn bad_pins_are_value_errors() {
     let h = [user(1), tool(1, "x"), call(1, &["a"]), user(1)];
-    for (p, word) in [
-        (4, "out of range"),
-        (1000, "out of range"),
-        (1, "orphan"),
-        (2, "unanswered"),
-    ] {
-        let o = FitOptions {
-            pinned: vec![p],
-            ..FitOptions::default()
-        };
+    for (p, word) in [(4, "out of range"), (1000, "out of range"), (1, "orphan"), (2, "unanswered")] {
+        let o = FitOptions { pinned: vec![p], ..FitOptions::default() };
         match run(&h, 100, &o) {
             Err(Error::Value(m)) => {
                 assert!(m.contains(&p.to_string()) && m.contains(word), "{m}")
@@ -534,28 +365,17 @@ fn bad_pins_are_value_errors() {
     // Strip keeps a contentful call, so pinning it is fine then.
     let mut h2 = h.clone();
     h2[2].has_content = true;
-    let o = FitOptions {
-        pinned: vec![2],
-        unanswered: Unanswered::Strip,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { pinned: vec![2], unanswered: Unanswered::Strip, ..FitOptions::default() };
     assert_eq!(kept(&h2, 100, &o), vec![0, 2, 3]);
     // Value errors come first even when the budget is hopeless too.
-    let o = FitOptions {
-        pinned: vec![9],
-        ..FitOptions::default()
-    };
+    let o = FitOptions { pinned: vec![9], ..FitOptions::default() };
     assert!(matches!(run(&h, 0, &o), Err(Error::Value(_))));
 }
 
 #[test]
 fn budget_error_gives_the_breakdown() {
     let h = [sys(10), user(3), asst(2), user(5)];
-    let o = FitOptions {
-        pinned: vec![2],
-        reply_priming: 1,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { pinned: vec![2], reply_priming: 1, ..FitOptions::default() };
     match run(&h, 17, &o) {
         Err(Error::Budget(m)) => {
             for part in [
@@ -585,28 +405,16 @@ fn huge_counts_do_not_overflow() {
     assert_eq!(p.kept, vec![2]);
     let r = repair(&h, Unanswered::Drop, max, &no_recount);
     assert_eq!(r.tokens, max);
-    let o = FitOptions {
-        reply_priming: 1,
-        ..FitOptions::default()
-    };
+    let o = FitOptions { reply_priming: 1, ..FitOptions::default() };
     assert!(matches!(run(&[user(max)], max, &o), Err(Error::Budget(_))));
-    assert!(matches!(
-        run(&[sys(max), user(max)], max, &FitOptions::default()),
-        Err(Error::Budget(_))
-    ));
+    assert!(matches!(run(&[sys(max), user(max)], max, &FitOptions::default()), Err(Error::Budget(_))));
 }
 
 #[test]
 fn big_blocks_then_small_ones() {
     // One call with many ids (hash-indexed pairing), then ordinary small blocks.
     let ids: Vec<String> = (0..5000).map(|i| format!("id{i}")).collect();
-    let mut h = vec![
-        user(1),
-        MessageInfo {
-            call_ids: ids.clone(),
-            ..asst(1)
-        },
-    ];
+    let mut h = vec![user(1), MessageInfo { call_ids: ids.clone(), ..asst(1) }];
     h.extend(ids.iter().rev().map(|id| tool(1, id)));
     for i in 0..5000 {
         let id = format!("s{i}");
@@ -663,9 +471,8 @@ fn langchain_trim(msgs: &[MessageInfo], budget: u64, priming: u64) -> Vec<usize>
     if msgs.is_empty() {
         return vec![];
     }
-    let count = |ix: &[usize]| -> i128 {
-        ix.iter().map(|&i| i128::from(msgs[i].tokens)).sum::<i128>() + i128::from(priming)
-    };
+    let count =
+        |ix: &[usize]| -> i128 { ix.iter().map(|&i| i128::from(msgs[i].tokens)).sum::<i128>() + i128::from(priming) };
     let human = |i: usize| msgs[i].role == Role::User;
     let has_sys = msgs[0].role == Role::System;
     let rev: Vec<usize> = (usize::from(has_sys)..msgs.len()).rev().collect();
@@ -724,35 +531,14 @@ fn langchain_parity_by_hand() {
     ];
     let total: u64 = h.iter().map(|m| m.tokens).sum();
     let latest_round = 10 + 2 + 1 + 9 + 3;
-    for budget in [
-        latest_round,
-        latest_round + 10,
-        latest_round + 11,
-        latest_round + 12,
-        total - 1,
-        total,
-        total + 1,
-    ] {
+    for budget in [latest_round, latest_round + 10, latest_round + 11, latest_round + 12, total - 1, total, total + 1] {
         for keep_last_user in [true, false] {
-            let o = FitOptions {
-                keep_last_user,
-                ..FitOptions::default()
-            };
-            assert_eq!(
-                kept(&h, budget, &o),
-                langchain_trim(&h, budget, 0),
-                "budget {budget}"
-            );
+            let o = FitOptions { keep_last_user, ..FitOptions::default() };
+            assert_eq!(kept(&h, budget, &o), langchain_trim(&h, budget, 0), "budget {budget}");
         }
     }
-    assert_eq!(
-        kept(&h, latest_round + 11, &FitOptions::default()),
-        vec![0, 5, 6, 7, 8, 9, 10]
-    );
-    assert_eq!(
-        kept(&h, latest_round + 10, &FitOptions::default()),
-        vec![0, 7, 8, 9, 10]
-    );
+    assert_eq!(kept(&h, latest_round + 11, &FitOptions::default()), vec![0, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(kept(&h, latest_round + 10, &FitOptions::default()), vec![0, 7, 8, 9, 10]);
 }
 
 /// A valid OpenAI history: optional system first, then turns and complete tool units.
@@ -774,10 +560,7 @@ fn gen_valid(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                         format!("c{next}")
                     })
                     .collect();
-                h.push(MessageInfo {
-                    call_ids: ids.clone(),
-                    ..call(gen_tokens(rng), &[])
-                });
+                h.push(MessageInfo { call_ids: ids.clone(), ..call(gen_tokens(rng), &[]) });
                 for id in ids {
                     h.push(tool(gen_tokens(rng), &id));
                 }
@@ -795,29 +578,15 @@ fn langchain_parity_generated() {
         let h = gen_valid(&mut rng, 30);
         let has_sys = h.first().is_some_and(|m| m.role == Role::System);
         // LangChain charges priming twice when it keeps a system message apart.
-        let priming = if has_sys || rng.pct(50) {
-            0
-        } else {
-            rng.below(5)
-        };
+        let priming = if has_sys || rng.pct(50) { 0 } else { rng.below(5) };
         let total: u64 = h.iter().map(|m| m.tokens).sum::<u64>() + priming;
         let Some(l) = h.iter().rposition(MessageInfo::is_user_turn) else {
             continue;
         };
-        let need: u64 = h[l..].iter().map(|m| m.tokens).sum::<u64>()
-            + if has_sys { h[0].tokens } else { 0 }
-            + priming;
+        let need: u64 = h[l..].iter().map(|m| m.tokens).sum::<u64>() + if has_sys { h[0].tokens } else { 0 } + priming;
         let budget = need + rng.below(total - need + 5);
-        let o = FitOptions {
-            keep_last_user: rng.pct(50),
-            reply_priming: priming,
-            ..FitOptions::default()
-        };
-        assert_eq!(
-            kept(&h, budget, &o),
-            langchain_trim(&h, budget, priming),
-            "{h:?} budget {budget}"
-        );
+        let o = FitOptions { keep_last_user: rng.pct(50), reply_priming: priming, ..FitOptions::default() };
+        assert_eq!(kept(&h, budget, &o), langchain_trim(&h, budget, priming), "{h:?} budget {budget}");
         compared += 1;
     }
     assert!(compared > 2500, "{compared}");
@@ -877,19 +646,9 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
     while h.len() < target {
         let t = gen_tokens(rng);
         match rng.below(100) {
-            0..=3 => h.push(msg(
-                if rng.pct(50) {
-                    Role::System
-                } else {
-                    Role::Developer
-                },
-                t,
-            )),
+            0..=3 => h.push(msg(if rng.pct(50) { Role::System } else { Role::Developer }, t)),
             4..=27 => h.push(user(t)),
-            28..=40 => h.push(MessageInfo {
-                has_content: rng.pct(90),
-                ..asst(t)
-            }),
+            28..=40 => h.push(MessageInfo { has_content: rng.pct(90), ..asst(t) }),
             41..=87 => {
                 let mut ids: Vec<String> = (0..1 + rng.below(3)).map(|_| fresh()).collect();
                 if rng.pct(5) {
@@ -898,11 +657,7 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                 if rng.pct(4) && !old.is_empty() {
                     ids.push(old[rng.below(old.len() as u64) as usize].clone());
                 }
-                h.push(MessageInfo {
-                    call_ids: ids.clone(),
-                    has_content: rng.pct(40),
-                    ..asst(t)
-                });
+                h.push(MessageInfo { call_ids: ids.clone(), has_content: rng.pct(40), ..asst(t) });
                 let mut res: Vec<String> = Vec::new();
                 for id in &ids {
                     if !res.contains(id) {
@@ -922,11 +677,7 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                 if rng.pct(4) {
                     h.push(sys(gen_tokens(rng)));
                 }
-                let cut = if rng.pct(4) {
-                    rng.below(res.len() as u64 + 1) as usize
-                } else {
-                    usize::MAX
-                };
+                let cut = if rng.pct(4) { rng.below(res.len() as u64 + 1) as usize } else { usize::MAX };
                 let anthropic = rng.pct(35);
                 let mut k = 0;
                 while k < res.len() {
@@ -934,18 +685,11 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                         h.push(user(gen_tokens(rng)));
                     }
                     // Anthropic style packs one or more results per user message.
-                    let take = if anthropic {
-                        1 + rng.below(res.len() as u64) as usize
-                    } else {
-                        1
-                    };
+                    let take = if anthropic { 1 + rng.below(res.len() as u64) as usize } else { 1 };
                     let ids: Vec<String> = res.iter().skip(k).take(take).cloned().collect();
                     k += ids.len();
                     let role = if anthropic { Role::User } else { Role::Tool };
-                    h.push(MessageInfo {
-                        result_ids: ids,
-                        ..msg(role, gen_tokens(rng))
-                    });
+                    h.push(MessageInfo { result_ids: ids, ..msg(role, gen_tokens(rng)) });
                 }
                 old.extend(ids);
             }
@@ -956,43 +700,27 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                     fresh()
                 };
                 let role = if rng.pct(50) { Role::Tool } else { Role::User };
-                h.push(MessageInfo {
-                    result_ids: vec![id],
-                    ..msg(role, t)
-                });
+                h.push(MessageInfo { result_ids: vec![id], ..msg(role, t) });
             }
             93..=96 => {
                 let role = [Role::Function, Role::Other, Role::Tool][rng.below(3) as usize];
                 h.push(msg(role, t));
             }
-            _ => h.push(MessageInfo {
-                call_ids: vec![fresh()],
-                result_ids: vec![fresh()],
-                ..asst(t)
-            }),
+            _ => h.push(MessageInfo { call_ids: vec![fresh()], result_ids: vec![fresh()], ..asst(t) }),
         }
     }
     h
 }
 
 fn gen_opts(rng: &mut Rng, n: usize) -> FitOptions {
-    let pinned = if rng.pct(25) {
-        (0..1 + rng.below(2))
-            .map(|_| rng.below(n as u64 + 2) as usize)
-            .collect()
-    } else {
-        vec![]
-    };
+    let pinned =
+        if rng.pct(25) { (0..1 + rng.below(2)).map(|_| rng.below(n as u64 + 2) as usize).collect() } else { vec![] };
     FitOptions {
         keep_system: rng.pct(80),
         keep_last_user: rng.pct(75),
         start_on_user: rng.pct(75),
         pinned,
-        unanswered: if rng.pct(50) {
-            Unanswered::Drop
-        } else {
-            Unanswered::Strip
-        },
+        unanswered: if rng.pct(50) { Unanswered::Drop } else { Unanswered::Strip },
         reply_priming: if rng.pct(50) { 0 } else { rng.below(6) },
     }
 }
@@ -1026,11 +754,7 @@ struct Reference {
     eff: Vec<u64>,
 }
 
-fn reference(
-    msgs: &[MessageInfo],
-    mode: Unanswered,
-    rc: &dyn Fn(usize, &[String]) -> u64,
-) -> Reference {
+fn reference(msgs: &[MessageInfo], mode: Unanswered, rc: &dyn Fn(usize, &[String]) -> u64) -> Reference {
     let n = msgs.len();
     let mut r = Reference {
         verdict: vec![V::Ok; n],
@@ -1048,11 +772,7 @@ fn reference(
             continue;
         }
         let mut end = i + 1;
-        while !m.call_ids.is_empty()
-            && end < n
-            && !msgs[end].result_ids.is_empty()
-            && msgs[end].call_ids.is_empty()
-        {
+        while !m.call_ids.is_empty() && end < n && !msgs[end].result_ids.is_empty() && msgs[end].call_ids.is_empty() {
             end += 1;
         }
         let once = |id: &String| m.call_ids.iter().filter(|c| *c == id).count() == 1;
@@ -1074,8 +794,7 @@ fn reference(
                 open.push(id.clone());
             }
         }
-        let keep = open.is_empty()
-            || (mode == Unanswered::Strip && (!answered.is_empty() || m.has_content));
+        let keep = open.is_empty() || (mode == Unanswered::Strip && (!answered.is_empty() || m.has_content));
         if keep {
             if !open.is_empty() {
                 r.eff[i] = rc(i, &open);
@@ -1109,10 +828,7 @@ fn reference_pins(msgs: &[MessageInfo], r: &Reference, o: &FitOptions) -> Option
         }
     }
     if o.keep_last_user {
-        if let Some(u) = (0..r.units.len())
-            .rev()
-            .find(|&u| msgs[r.units[u][0]].is_user_turn())
-        {
+        if let Some(u) = (0..r.units.len()).rev().find(|&u| msgs[r.units[u][0]].is_user_turn()) {
             pinned[u] = true;
         }
     }
@@ -1130,12 +846,8 @@ fn reference_fit(
     let r = reference(msgs, o.unanswered, rc);
     let pinned = reference_pins(msgs, &r, o).ok_or("value")?;
     let nu = r.units.len();
-    let cost = |us: &[usize]| -> u128 {
-        us.iter()
-            .flat_map(|&u| r.units[u].iter())
-            .map(|&i| u128::from(r.eff[i]))
-            .sum()
-    };
+    let cost =
+        |us: &[usize]| -> u128 { us.iter().flat_map(|&u| r.units[u].iter()).map(|&i| u128::from(r.eff[i])).sum() };
     let pins: Vec<usize> = (0..nu).filter(|&u| pinned[u]).collect();
     let fits = |us: &[usize]| cost(us) + u128::from(o.reply_priming) <= u128::from(budget);
     if !fits(&pins) {
@@ -1147,11 +859,7 @@ fn reference_fit(
         Some(l) if o.start_on_user => l,
         _ => 0,
     };
-    let mut steps: Vec<Vec<usize>> = (floor..nu)
-        .rev()
-        .filter(|&u| !pinned[u])
-        .map(|u| vec![u])
-        .collect();
+    let mut steps: Vec<Vec<usize>> = (floor..nu).rev().filter(|&u| !pinned[u]).map(|u| vec![u]).collect();
     let mut end = floor;
     for k in (0..floor).rev().filter(|&k| is_user(k)) {
         steps.push((k..end).filter(|&u| !pinned[u]).collect());
@@ -1176,10 +884,7 @@ fn reference_fit(
     } else {
         StopReason::AllFit
     };
-    let mut kept: Vec<usize> = chosen
-        .iter()
-        .flat_map(|&u| r.units[u].iter().copied())
-        .collect();
+    let mut kept: Vec<usize> = chosen.iter().flat_map(|&u| r.units[u].iter().copied()).collect();
     kept.sort_unstable();
     Ok((kept, stop))
 }
@@ -1187,27 +892,17 @@ fn reference_fit(
 /// The kept sequence is a valid request: every call answered right after it, exactly once,
 /// every result right after its call.
 fn assert_valid_request(msgs: &[MessageInfo], p: &FitPlan) {
-    let strip: HashMap<usize, &Vec<String>> =
-        p.stripped.iter().map(|(i, ids)| (*i, ids)).collect();
+    let strip: HashMap<usize, &Vec<String>> = p.stripped.iter().map(|(i, ids)| (*i, ids)).collect();
     let mut k = 0;
     while k < p.kept.len() {
         let i = p.kept[k];
         let m = &msgs[i];
-        assert!(
-            m.result_ids.is_empty(),
-            "kept result {i} does not follow its call"
-        );
-        let calls: Vec<&String> = m
-            .call_ids
-            .iter()
-            .filter(|id| strip.get(&i).is_none_or(|s| !s.contains(id)))
-            .collect();
+        assert!(m.result_ids.is_empty(), "kept result {i} does not follow its call");
+        let calls: Vec<&String> =
+            m.call_ids.iter().filter(|id| strip.get(&i).is_none_or(|s| !s.contains(id))).collect();
         k += 1;
         if calls.is_empty() {
-            assert!(
-                m.call_ids.is_empty() || m.has_content,
-                "message {i} kept empty"
-            );
+            assert!(m.call_ids.is_empty() || m.has_content, "message {i} kept empty");
             continue;
         }
         let mut open: HashSet<&String> = HashSet::new();
@@ -1216,11 +911,7 @@ fn assert_valid_request(msgs: &[MessageInfo], p: &FitPlan) {
         }
         while k < p.kept.len() && !msgs[p.kept[k]].result_ids.is_empty() {
             for id in &msgs[p.kept[k]].result_ids {
-                assert!(
-                    open.remove(id),
-                    "result {} answers {id} not open in call {i}",
-                    p.kept[k]
-                );
+                assert!(open.remove(id), "result {} answers {id} not open in call {i}", p.kept[k]);
             }
             k += 1;
         }
@@ -1248,10 +939,7 @@ fn check_invariants(
     };
     let valid = |i: usize| r.verdict[i] == V::Ok;
     let pinned = |i: usize| r.unit_of[i].is_some_and(|u| pin_units[u]);
-    let pins: u128 = (0..n)
-        .filter(|&i| pinned(i))
-        .map(|i| u128::from(r.eff[i]))
-        .sum();
+    let pins: u128 = (0..n).filter(|&i| pinned(i)).map(|i| u128::from(r.eff[i])).sum();
     let priming = u128::from(o.reply_priming);
     // (1) the error exactly when the pins do not fit
     if pins + priming > u128::from(budget) {
@@ -1264,16 +952,11 @@ fn check_invariants(
     assert!(p.tokens <= budget);
     assert_eq!(u128::from(p.stats.pins_tokens), pins);
     // (2) partition, both increasing
-    assert!(
-        p.kept.windows(2).all(|w| w[0] < w[1]) && p.dropped.windows(2).all(|w| w[0] < w[1])
-    );
+    assert!(p.kept.windows(2).all(|w| w[0] < w[1]) && p.dropped.windows(2).all(|w| w[0] < w[1]));
     let mut all: Vec<usize> = p.kept.iter().chain(&p.dropped).copied().collect();
     all.sort_unstable();
     assert_eq!(all, (0..n).collect::<Vec<_>>());
-    assert_eq!(
-        (p.stats.messages_kept, p.stats.messages_dropped),
-        (p.kept.len(), p.dropped.len())
-    );
+    assert_eq!((p.stats.messages_kept, p.stats.messages_dropped), (p.kept.len(), p.dropped.len()));
     let mut is_kept = vec![false; n];
     for &i in &p.kept {
         is_kept[i] = true;
@@ -1291,12 +974,7 @@ fn check_invariants(
     }
     // (4) a valid request, with exactly the reference's strips
     assert_valid_request(msgs, p);
-    let strips: Vec<(usize, Vec<String>)> = r
-        .strip
-        .iter()
-        .filter(|(i, _)| is_kept[*i])
-        .cloned()
-        .collect();
+    let strips: Vec<(usize, Vec<String>)> = r.strip.iter().filter(|(i, _)| is_kept[*i]).cloned().collect();
     assert_eq!(p.stripped, strips);
     // (5) contiguous window, starting on a user turn when it reaches before the latest one
     let w = p.kept.iter().copied().find(|&i| !pinned(i)).unwrap_or(n);
@@ -1305,14 +983,8 @@ fn check_invariants(
     }
     if let (true, Some(l)) = (o.start_on_user, last_user) {
         if w < l {
-            let u = (0..=w)
-                .rev()
-                .find(|&i| valid(i) && msgs[i].is_user_turn())
-                .expect("round start");
-            assert!(
-                (u..w).all(|i| !valid(i) || pinned(i)),
-                "window starts mid-round at {w}"
-            );
+            let u = (0..=w).rev().find(|&i| valid(i) && msgs[i].is_user_turn()).expect("round start");
+            assert!((u..w).all(|i| !valid(i) || pinned(i)), "window starts mid-round at {w}");
         }
     }
     // (6) maximal
@@ -1324,10 +996,7 @@ fn check_invariants(
             match (0..=c).rev().find(|&i| valid(i) && msgs[i].is_user_turn()) {
                 None => assert_eq!(p.stats.stop_reason, StopReason::StartOnUser),
                 Some(u) => {
-                    let cost: u128 = (u..w)
-                        .filter(|&i| valid(i) && !pinned(i))
-                        .map(|i| u128::from(r.eff[i]))
-                        .sum();
+                    let cost: u128 = (u..w).filter(|&i| valid(i) && !pinned(i)).map(|i| u128::from(r.eff[i])).sum();
                     assert!(cost > room, "round at {u} ({cost}) fits in {room}");
                     assert_eq!(p.stats.stop_reason, StopReason::Budget);
                 }
@@ -1344,14 +1013,8 @@ fn check_invariants(
     let dropped: u128 = p.dropped.iter().map(|&i| u128::from(msgs[i].tokens)).sum();
     assert_eq!(u128::from(p.stats.tokens_dropped), dropped);
     assert_eq!(u128::from(p.stats.tokens_kept), sent);
-    assert_eq!(
-        p.stats.orphans_removed,
-        r.verdict.iter().filter(|v| **v == V::Orphan).count()
-    );
-    assert_eq!(
-        p.stats.unanswered_removed,
-        r.verdict.iter().filter(|v| **v == V::Unanswered).count()
-    );
+    assert_eq!(p.stats.orphans_removed, r.verdict.iter().filter(|v| **v == V::Orphan).count());
+    assert_eq!(p.stats.unanswered_removed, r.verdict.iter().filter(|v| **v == V::Unanswered).count());
 }
 
 #[test]
@@ -1367,19 +1030,12 @@ fn property_invariants_hold() {
             let budget = gen_budget(&mut rng, total);
             let res = fit(&h, budget, &o, &rc);
             // (7) deterministic
-            assert_eq!(
-                format!("{res:?}"),
-                format!("{:?}", fit(&h, budget, &o, &rc))
-            );
+            assert_eq!(format!("{res:?}"), format!("{:?}", fit(&h, budget, &o, &rc)));
             check_invariants(&h, budget, &o, &res, &rc);
             let expect = reference_fit(&h, budget, &o, &rc);
             let kind = match (&res, &expect) {
                 (Ok(p), Ok((k, stop))) => {
-                    assert_eq!(
-                        (&p.kept, p.stats.stop_reason),
-                        (k, *stop),
-                        "{h:?} {o:?} budget {budget}"
-                    );
+                    assert_eq!((&p.kept, p.stats.stop_reason), (k, *stop), "{h:?} {o:?} budget {budget}");
                     p.stats.stop_reason.as_str()
                 }
                 (Err(Error::Value(_)), Err("value")) => "value",
@@ -1393,18 +1049,8 @@ fn property_invariants_hold() {
         }
     }
     eprintln!("{seen:?}");
-    for kind in [
-        "all_fit",
-        "budget",
-        "start_on_user",
-        "value",
-        "budget_error",
-        "damaged",
-    ] {
-        assert!(
-            seen.get(kind).copied().unwrap_or(0) > 300,
-            "too few {kind}: {seen:?}"
-        );
+    for kind in ["all_fit", "budget", "start_on_user", "value", "budget_error", "damaged"] {
+        assert!(seen.get(kind).copied().unwrap_or(0) > 300, "too few {kind}: {seen:?}");
     }
 }
 

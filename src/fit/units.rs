@@ -94,10 +94,7 @@ impl<'a> Analysis<'a> {
             if open.is_empty() {
                 a.push_unit(i, &matched, None);
             } else if mode == Unanswered::Strip && (table.answered() > 0 || m.has_content) {
-                a.strips.push(Strip {
-                    index: i,
-                    ids: open,
-                });
+                a.strips.push(Strip { index: i, ids: open });
                 let s = a.strips.len() - 1;
                 a.push_unit(i, &matched, Some(s));
             } else {
@@ -134,13 +131,7 @@ impl<'a> Analysis<'a> {
             }
         }
         let user_turn = self.msgs.get(head).is_some_and(MessageInfo::is_user_turn);
-        self.units.push(Unit {
-            start,
-            len: 1 + results.len(),
-            user_turn,
-            strip,
-            cost: None,
-        });
+        self.units.push(Unit { start, len: 1 + results.len(), user_turn, strip, cost: None });
     }
 
     /// Tokens of unit `u` as it would be sent (stripped head recounted).
@@ -152,10 +143,7 @@ impl<'a> Analysis<'a> {
             return c;
         }
         let tokens = |i: usize| self.msgs.get(i).map_or(0, |m| u128::from(m.tokens));
-        let members = self
-            .members
-            .get(unit.start..unit.start + unit.len)
-            .unwrap_or(&[]);
+        let members = self.members.get(unit.start..unit.start + unit.len).unwrap_or(&[]);
         let mut c: u128 = members.iter().map(|&i| tokens(i)).sum();
         if let Some(s) = unit.strip.and_then(|s| self.strips.get(s)) {
             c = c.saturating_sub(tokens(s.index)) + u128::from(recount(s.index, &s.ids));
@@ -207,22 +195,12 @@ impl<'a> Analysis<'a> {
             messages_dropped: dropped.len(),
             orphans_removed: self.orphans,
             unanswered_removed: self.unanswered,
-            calls_stripped: stripped
-                .iter()
-                .map(|(_, ids): &(usize, Vec<String>)| ids.len())
-                .sum(),
+            calls_stripped: stripped.iter().map(|(_, ids): &(usize, Vec<String>)| ids.len()).sum(),
             stop_reason: stop,
         };
-        FitPlan {
-            kept,
-            dropped,
-            stripped,
-            tokens: sat(tokens_kept + u128::from(priming)),
-            stats,
-        }
+        FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + u128::from(priming)), stats }
     }
 }
-
 
 /// Per message, whether it can be sent at all (pairs correctly), whatever the budget and
 /// the token counts: the window search bounds itself with it before anything is counted.

@@ -30,7 +30,8 @@ fn source_of(
         "openai" => Source::OpenAi(need(source)?.to_string_lossy().into_owned()),
         "tiktoken" => Source::Tiktoken {
             path: need(source)?,
-            pattern: pattern.ok_or_else(|| Error::Value("a .tiktoken vocabulary needs its pre-tokenizer pattern".into()))?,
+            pattern: pattern
+                .ok_or_else(|| Error::Value("a .tiktoken vocabulary needs its pre-tokenizer pattern".into()))?,
             special_tokens: special_tokens.unwrap_or_default().into_iter().collect(),
             nfc,
         },
@@ -71,7 +72,8 @@ impl PyCounter {
     ) -> PyResult<Self> {
         let format = MessageFormat { tokens_per_message, tokens_per_name, tokens_per_tool_call, reply_priming };
         let source = source_of(kind, source, pattern, special_tokens, nfc)?;
-        let (backend, shared_cache) = guarded("Counter()", || py.detach(|| registry::shared(&source)).map_err(PyErr::from))?;
+        let (backend, shared_cache) =
+            guarded("Counter()", || py.detach(|| registry::shared(&source)).map_err(PyErr::from))?;
         // A private cache when a bound is given; otherwise the tokenizer's shared one. The
         // Python layer allows one bound at most; given both, entries win.
         let cache = match (cache_entries, cache_bytes) {
@@ -146,7 +148,8 @@ impl PyCounter {
 
     /// Bytes of token ids.
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from))?;
+        let bytes =
+            guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -247,7 +250,8 @@ impl PyEncoding {
         let texts = extract_texts(texts)?;
         let backend = self.counter.get().inner.backend().clone();
         guarded("encode_batch", || {
-            py.detach(|| texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>()).map_err(PyErr::from)
+            py.detach(|| texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>())
+                .map_err(PyErr::from)
         })
     }
 
@@ -280,7 +284,6 @@ fn get_encoding(py: Python<'_>, name: &str) -> PyResult<PyEncoding> {
     let counter = Py::new(py, PyCounter { inner: Arc::new(Counter::new(backend, cache, MessageFormat::default())) })?;
     Ok(PyEncoding { counter, name: name.to_string() })
 }
-
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCounter>()?;

@@ -29,7 +29,9 @@ impl From<Error> for PyErr {
             Error::UnknownEncoding(_) => UnknownEncodingError::new_err(e.to_string()),
             Error::Message { .. } => InvalidMessageError::new_err(e.to_string()),
             Error::Budget(_) => BudgetError::new_err(e.to_string()),
-            Error::UnknownToken(_) | Error::Value(_) | Error::Unsupported(_) => InvalidArgumentError::new_err(e.to_string()),
+            Error::UnknownToken(_) | Error::Value(_) | Error::Unsupported(_) => {
+                InvalidArgumentError::new_err(e.to_string())
+            }
         }
     }
 }

@@ -173,7 +173,13 @@ unsafe fn text<'a>(o: *mut ffi::PyObject) -> Option<&'a str> {
 
 /// Add a content text to the key, through the identity memo for large strings.
 /// Safety: GIL held, `o` a live str whose UTF-8 is `t`.
-unsafe fn content_text(py: Python<'_>, memo: &mut Option<HashMemo>, o: *mut ffi::PyObject, t: &str, key: &mut KeyBuilder) {
+unsafe fn content_text(
+    py: Python<'_>,
+    memo: &mut Option<HashMemo>,
+    o: *mut ffi::PyObject,
+    t: &str,
+    key: &mut KeyBuilder,
+) {
     if t.len() < MEMO_MIN_LEN {
         key.text(t);
         return;

@@ -141,7 +141,10 @@ fn collect_strings(obj: &Bound<'_, PyAny>, out: &mut Vec<Part<Text>>, depth: usi
 fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<u32>> {
     match get_opt(d, &PyString::intern(d.py(), key))? {
         None => Ok(None),
-        Some(v) => v.extract::<u32>().map(Some).map_err(|_| message_error(index, &format!("{field}.{key}"), "must be a non-negative int")),
+        Some(v) => v
+            .extract::<u32>()
+            .map(Some)
+            .map_err(|_| message_error(index, &format!("{field}.{key}"), "must be a non-negative int")),
     }
 }
 
@@ -163,7 +166,8 @@ fn extract_part(
     };
     match kind.as_ref() {
         "text" | "input_text" | "output_text" => {
-            let t = get_opt(d, pyo3::intern!(d.py(), "text"))?.ok_or_else(|| message_error(index, &format!("{field}.text"), "missing"))?;
+            let t = get_opt(d, pyo3::intern!(d.py(), "text"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.text"), "missing"))?;
             msg.parts.push(Part::Text(str_field(index, &format!("{field}.text"), &t)?));
         }
         "refusal" => {
@@ -182,13 +186,17 @@ fn extract_part(
                 None => None,
             };
             let src = inner.as_ref().unwrap_or(d);
-            let detail = match get_opt(src, pyo3::intern!(src.py(), "detail"))?.or(get_opt(d, pyo3::intern!(d.py(), "detail"))?) {
+            let detail = match get_opt(src, pyo3::intern!(src.py(), "detail"))?
+                .or(get_opt(d, pyo3::intern!(d.py(), "detail"))?)
+            {
                 None => ImageDetail::Auto,
                 Some(v) => match v.extract::<&str>() {
                     Ok("low") => ImageDetail::Low,
                     Ok("high") => ImageDetail::High,
                     Ok("auto") => ImageDetail::Auto,
-                    _ => return Err(message_error(index, &format!("{field}.detail"), "must be 'low', 'high' or 'auto'")),
+                    _ => {
+                        return Err(message_error(index, &format!("{field}.detail"), "must be 'low', 'high' or 'auto'"))
+                    }
                 },
             };
             let width = image_size(index, field, src, "width")?.or(image_size(index, field, d, "width")?);
@@ -197,8 +205,10 @@ fn extract_part(
         }
         "input_audio" | "audio" | "file" | "input_file" | "document" => msg.parts.push(Part::Opaque),
         "tool_use" => {
-            let id = get_opt(d, pyo3::intern!(d.py(), "id"))?.ok_or_else(|| message_error(index, &format!("{field}.id"), "missing"))?;
-            let name = get_opt(d, pyo3::intern!(d.py(), "name"))?.ok_or_else(|| message_error(index, &format!("{field}.name"), "missing"))?;
+            let id = get_opt(d, pyo3::intern!(d.py(), "id"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.id"), "missing"))?;
+            let name = get_opt(d, pyo3::intern!(d.py(), "name"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.name"), "missing"))?;
             let arguments = match get_opt(d, pyo3::intern!(d.py(), "input"))? {
                 Some(v) if v.is_instance_of::<PyString>() => str_field(index, &format!("{field}.input"), &v)?,
                 Some(v) => json_text(py, &v)?,
@@ -211,13 +221,18 @@ fn extract_part(
             });
         }
         "tool_result" => {
-            let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?.ok_or_else(|| message_error(index, &format!("{field}.tool_use_id"), "missing"))?;
+            let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.tool_use_id"), "missing"))?;
             msg.result_ids.push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
             match get_opt(d, pyo3::intern!(d.py(), "content"))? {
                 None => {}
-                Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, &format!("{field}.content"), &c)?)),
+                Some(c) if c.is_instance_of::<PyString>() => {
+                    msg.parts.push(Part::Text(str_field(index, &format!("{field}.content"), &c)?))
+                }
                 Some(c) => {
-                    let list = c.cast::<PyList>().map_err(|_| message_type_error(index, &format!("{field}.content"), "str or list", &c))?;
+                    let list = c
+                        .cast::<PyList>()
+                        .map_err(|_| message_type_error(index, &format!("{field}.content"), "str or list", &c))?;
                     for (j, sub) in list.iter().enumerate() {
                         extract_part(py, index, &format!("{field}.content[{j}]"), &sub, msg)?;
                     }
@@ -240,7 +255,11 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
     let role_obj = get_opt(d, pyo3::intern!(d.py(), "role"))?.ok_or_else(|| message_error(index, "role", "missing"))?;
     let role = str_field(index, "role", &role_obj)?;
     if !ROLES.contains(&role.as_ref()) {
-        return Err(message_error(index, "role", format!("unknown role {:?}; expected one of {}", role.as_ref(), ROLES.join(", "))));
+        return Err(message_error(
+            index,
+            "role",
+            format!("unknown role {:?}; expected one of {}", role.as_ref(), ROLES.join(", ")),
+        ));
     }
     let mut msg = Message { role, name: None, parts: Vec::new(), tool_calls: Vec::new(), result_ids: Vec::new() };
     if let Some(name) = get_opt(d, pyo3::intern!(d.py(), "name"))? {
@@ -250,7 +269,9 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
         None => {}
         Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, "content", &c)?)),
         Some(c) => {
-            let list = c.cast::<PyList>().map_err(|_| message_type_error(index, "content", "str, list of parts or None", &c))?;
+            let list = c
+                .cast::<PyList>()
+                .map_err(|_| message_type_error(index, "content", "str, list of parts or None", &c))?;
             for (j, part) in list.iter().enumerate() {
                 extract_part(py, index, &format!("content[{j}]"), &part, &mut msg)?;
             }
@@ -261,10 +282,20 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
         for (j, call) in list.iter().enumerate() {
             let f = format!("tool_calls[{j}]");
             let cd = call.cast::<PyDict>().map_err(|_| message_type_error(index, &f, "dict", &call))?;
-            let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| message_error(index, &format!("{f}.id"), "missing: every tool call needs an id to pair it with its result"))?;
-            let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?.ok_or_else(|| message_error(index, &format!("{f}.function"), "missing"))?;
-            let fd = func.cast::<PyDict>().map_err(|_| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
-            let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?.ok_or_else(|| message_error(index, &format!("{f}.function.name"), "missing"))?;
+            let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| {
+                message_error(
+                    index,
+                    &format!("{f}.id"),
+                    "missing: every tool call needs an id to pair it with its result",
+                )
+            })?;
+            let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?
+                .ok_or_else(|| message_error(index, &format!("{f}.function"), "missing"))?;
+            let fd = func
+                .cast::<PyDict>()
+                .map_err(|_| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
+            let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?
+                .ok_or_else(|| message_error(index, &format!("{f}.function.name"), "missing"))?;
             let arguments = match get_opt(fd, pyo3::intern!(fd.py(), "arguments"))? {
                 Some(a) => str_field(index, &format!("{f}.function.arguments"), &a)?,
                 None => Text::Owned(String::new()),
@@ -293,6 +324,8 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
     Ok(msg)
 }
 
+/// Full messages by index, kept for recounting tool-call messages when calls are stripped.
+pub(crate) type FullMessages = HashMap<usize, Message<Text>>;
 
 /// The messages of a history still to count, read but not yet counted (a fit leaves most
 /// of a long history uncounted and re-reads it every turn, so extraction waits too), and
@@ -304,7 +337,7 @@ pub(crate) struct Uncounted<'py> {
     /// By message index: the key and message of each one still to count.
     slots: Vec<Option<(u128, Unread<'py>)>>,
     left: usize,
-    pub(crate) full: HashMap<usize, Message<Text>>,
+    pub(crate) full: FullMessages,
 }
 
 /// A message not found in the cache.
@@ -366,7 +399,7 @@ pub(crate) fn counted_messages(
     counter: &Arc<Counter>,
     messages: &Bound<'_, PyAny>,
     keep_calls: bool,
-) -> PyResult<(Vec<MessageInfo>, HashMap<usize, Message<Text>>)> {
+) -> PyResult<(Vec<MessageInfo>, FullMessages)> {
     let (mut infos, mut rest) = read_messages(py, counter, messages, keep_calls)?;
     let all: Vec<usize> = (0..infos.len()).collect();
     rest.count(&mut infos, &all)?;
@@ -381,7 +414,10 @@ pub(crate) fn read_messages<'py>(
     keep_calls: bool,
 ) -> PyResult<(Vec<MessageInfo>, Uncounted<'py>)> {
     if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!("messages must be a list of message dicts, not a {}", type_name(messages))));
+        return Err(PyTypeError::new_err(format!(
+            "messages must be a list of message dicts, not a {}",
+            type_name(messages)
+        )));
     }
     let keys = light::Keys::new(py);
     let format = counter.format();
@@ -444,11 +480,14 @@ pub(crate) fn read_messages<'py>(
     Ok((infos, rest))
 }
 
-
 /// The keys of a message by both readers: `(light, full)`, `light` None when the light
 /// reader leaves the message to the full one. For the test proving they agree.
 #[pyfunction]
-fn _message_keys(py: Python<'_>, counter: &Bound<'_, super::count::PyCounter>, message: &Bound<'_, PyAny>) -> PyResult<(Option<u128>, u128)> {
+fn _message_keys(
+    py: Python<'_>,
+    counter: &Bound<'_, super::count::PyCounter>,
+    message: &Bound<'_, PyAny>,
+) -> PyResult<(Option<u128>, u128)> {
     let format = counter.get().inner.format();
     let full = extract_message(py, 0, message)?.key(&format, &[]);
     let keys = light::Keys::new(py);

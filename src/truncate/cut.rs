@@ -61,9 +61,7 @@ pub(super) const WINDOW_BYTES_PER_TOKEN: usize = 6;
 pub(super) const UNTRUSTED_WINDOW_PIECES: usize = 2;
 
 pub(super) fn window_for(budget: usize) -> usize {
-    budget
-        .saturating_mul(WINDOW_BYTES_PER_TOKEN)
-        .saturating_add(64)
+    budget.saturating_mul(WINDOW_BYTES_PER_TOKEN).saturating_add(64)
 }
 
 impl Side {
@@ -104,12 +102,7 @@ impl Side {
         self.whole = true;
         self.cache.clear();
         let len = ctx.text.len();
-        self.spans = vec![Span {
-            start: 0,
-            end: len,
-            before: 0,
-            cnt: ctx.original_tokens,
-        }];
+        self.spans = vec![Span { start: 0, end: len, before: 0, cnt: ctx.original_tokens }];
     }
 
     /// Walk head pieces until one crosses `t` tokens or reaches `bound`. Pieces come from
@@ -126,19 +119,10 @@ impl Side {
             let Some(bounds) = piece_bounds(ctx, from, to) else {
                 return self.make_whole(ctx);
             };
-            let trusted = if to == len {
-                bounds.len()
-            } else {
-                bounds.len().saturating_sub(UNTRUSTED_WINDOW_PIECES)
-            };
+            let trusted = if to == len { bounds.len() } else { bounds.len().saturating_sub(UNTRUSTED_WINDOW_PIECES) };
             for &(start, end) in &bounds[..trusted] {
                 let cnt = ctx.backend.count_piece(&text[start..end]);
-                self.spans.push(Span {
-                    start,
-                    end,
-                    before: self.walked_tokens,
-                    cnt,
-                });
+                self.spans.push(Span { start, end, before: self.walked_tokens, cnt });
                 self.walked_end = end;
                 self.walked_tokens = self.walked_tokens.saturating_add(cnt);
                 if self.walked_tokens > t || end >= bound {
@@ -174,12 +158,7 @@ impl Side {
                     break;
                 }
                 let cnt = ctx.backend.count_piece(&text[s..e]);
-                self.spans.push(Span {
-                    start: s,
-                    end: e,
-                    before: acc,
-                    cnt,
-                });
+                self.spans.push(Span { start: s, end: e, before: acc, cnt });
                 acc = acc.saturating_add(cnt);
                 if acc > budget {
                     return;
@@ -219,20 +198,14 @@ impl Side {
             }
         }
         let tail = self.tail;
-        let n = self.spans.partition_point(|s| {
-            s.before <= t && if tail { s.end > bound } else { s.start < bound }
-        });
+        let n = self.spans.partition_point(|s| s.before <= t && if tail { s.end > bound } else { s.start < bound });
         if n == 0 {
             return (if tail { text.len() } else { 0 }, 0);
         }
         let i = n - 1;
         let sp = self.spans[i];
         let rem = t - sp.before;
-        let room = if tail {
-            sp.end - bound
-        } else {
-            bound - sp.start
-        };
+        let room = if tail { sp.end - bound } else { bound - sp.start };
         let (bytes, k) = if rem >= sp.cnt && room >= sp.end - sp.start {
             (sp.end - sp.start, sp.cnt)
         } else {
@@ -302,21 +275,13 @@ impl Side {
         let pos = match self.cache.iter().position(|c| c.span == i) {
             Some(p) => p,
             None => {
-                let ids = if self.whole && ctx.whole_ids.is_some() {
-                    None
-                } else {
-                    Some(ctx.backend.encode(piece).ok()?)
-                };
+                let ids =
+                    if self.whole && ctx.whole_ids.is_some() { None } else { Some(ctx.backend.encode(piece).ok()?) };
                 // Backing off revisits a handful of pieces; keep the cache small.
                 if self.cache.len() >= 8 {
                     self.cache.remove(0);
                 }
-                self.cache.push(PieceTokens {
-                    span: i,
-                    ids,
-                    ends: vec![0],
-                    broken: false,
-                });
+                self.cache.push(PieceTokens { span: i, ids, ends: vec![0], broken: false });
                 self.cache.len() - 1
             }
         };
@@ -335,11 +300,7 @@ impl Side {
             if last > room {
                 break;
             }
-            let id = if tail {
-                ids[ids.len() - 1 - done]
-            } else {
-                ids[done]
-            };
+            let id = if tail { ids[ids.len() - 1 - done] } else { ids[done] };
             let ok = match ctx.backend.decode_bytes(&[id]) {
                 Ok(tok) => {
                     let end = last + tok.len();
@@ -366,9 +327,7 @@ impl Side {
         let (bytes, k) = (0..=top)
             .rev()
             .map(|k| (entry.ends[k], k))
-            .find(|&(e, _)| {
-                e <= room && piece.is_char_boundary(if tail { piece.len() - e } else { e })
-            })
+            .find(|&(e, _)| e <= room && piece.is_char_boundary(if tail { piece.len() - e } else { e }))
             .unwrap_or((0, 0));
         Some((bytes, k, room_bound))
     }
@@ -404,13 +363,7 @@ pub(super) fn offset_in(text: &str, piece: &str) -> Option<usize> {
 /// The longest prefix of `s` (char boundary, at most `max_bytes`) accepted by `ok`, given that
 /// `s[..lo]` is accepted: steps forward from `lo` by `step` bytes, doubling, then bisects. `ok`
 /// should be mostly monotone; the answer is always `lo` or a prefix `ok` accepted.
-pub(super) fn search_prefix(
-    s: &str,
-    lo: usize,
-    max_bytes: usize,
-    ok: impl Fn(&str) -> bool,
-    step: usize,
-) -> usize {
+pub(super) fn search_prefix(s: &str, lo: usize, max_bytes: usize, ok: impl Fn(&str) -> bool, step: usize) -> usize {
     let limit = floor_boundary(s, max_bytes.min(s.len()));
     if limit <= lo {
         return lo;
@@ -449,13 +402,7 @@ pub(super) fn search_prefix(
 
 /// The start of the longest suffix of `s` (char boundary, at most `max_bytes` long) accepted by
 /// `ok`, given that `s[hi..]` is accepted; the mirror of [`search_prefix`].
-pub(super) fn search_suffix(
-    s: &str,
-    hi: usize,
-    max_bytes: usize,
-    ok: impl Fn(&str) -> bool,
-    step: usize,
-) -> usize {
+pub(super) fn search_suffix(s: &str, hi: usize, max_bytes: usize, ok: impl Fn(&str) -> bool, step: usize) -> usize {
     let len = s.len();
     let limit = ceil_boundary(s, len - max_bytes.min(len));
     if limit >= hi {
@@ -538,24 +485,14 @@ impl Cutter<'_, '_> {
         };
         let head_tokens = count(head);
         let tail_tokens = count(tail);
-        let omitted = ctx
-            .original_tokens
-            .saturating_sub(head_tokens.saturating_add(tail_tokens));
-        let mut out =
-            String::with_capacity(a + tail.len() + self.marker.map_or(0, |m| m.len() + 20));
+        let omitted = ctx.original_tokens.saturating_sub(head_tokens.saturating_add(tail_tokens));
+        let mut out = String::with_capacity(a + tail.len() + self.marker.map_or(0, |m| m.len() + 20));
         out.push_str(head);
         if let Some(m) = self.marker {
             push_marker(&mut out, m, omitted);
         }
         out.push_str(tail);
-        Rendered {
-            tokens: count(&out),
-            lines: count_lines(&out),
-            text: out,
-            omitted,
-            head_tokens,
-            tail_tokens,
-        }
+        Rendered { tokens: count(&out), lines: count_lines(&out), text: out, omitted, head_tokens, tail_tokens }
     }
 
     /// Excess (tokens, lines, bytes) of `r` over the limits.
@@ -610,9 +547,7 @@ impl Cutter<'_, '_> {
         let use_tail = match self.direction {
             Direction::Head => false,
             Direction::Tail => true,
-            Direction::HeadTail => {
-                self.b < len && (self.a == 0 || el > 0 || len - self.b >= self.a)
-            }
+            Direction::HeadTail => self.b < len && (self.a == 0 || el > 0 || len - self.b >= self.a),
         };
         if use_tail {
             let floor = if el > 0 {
@@ -705,10 +640,7 @@ impl Cutter<'_, '_> {
     /// snapping, a seam, or one side not using its share of the room) while the result fits:
     /// first by the token room left (halving when it overshoots), then by one cluster.
     pub(super) fn grow(&mut self, mut r: Rendered) -> Rendered {
-        let mut open = [
-            self.direction != Direction::Tail,
-            self.direction != Direction::Head,
-        ];
+        let mut open = [self.direction != Direction::Tail, self.direction != Direction::Head];
         let mut renders = 0;
         while open.contains(&true) && renders < MAX_GROW_RENDERS {
             for tail in [false, true] {
@@ -717,20 +649,14 @@ impl Cutter<'_, '_> {
                     continue;
                 }
                 self.relax(tail, &r);
-                let mut jump = self
-                    .limits
-                    .max_tokens
-                    .map_or(usize::MAX, |m| m.saturating_sub(r.tokens));
+                let mut jump = self.limits.max_tokens.map_or(usize::MAX, |m| m.saturating_sub(r.tokens));
                 let mut tried = None;
                 let grown = loop {
                     if renders >= MAX_GROW_RENDERS {
                         break false;
                     }
-                    let candidate = if jump > 0 {
-                        self.grown_by_tokens(tail, jump)
-                    } else {
-                        self.grown_by_cluster(tail, &r)
-                    };
+                    let candidate =
+                        if jump > 0 { self.grown_by_tokens(tail, jump) } else { self.grown_by_cluster(tail, &r) };
                     let Some((a, b, est)) = candidate.filter(|&c| Some(c) != tried) else {
                         if jump == 0 {
                             break false;
@@ -803,11 +729,7 @@ impl Cutter<'_, '_> {
             if let Some(max) = self.limits.max_lines {
                 // Lines of X + suffix (X non-empty) = newlines of X + lines of the suffix.
                 let before = &r.text[..r.text.len() - kept_tail];
-                let k = if before.is_empty() {
-                    max
-                } else {
-                    max.saturating_sub(count_newlines(before))
-                };
+                let k = if before.is_empty() { max } else { max.saturating_sub(count_newlines(before)) };
                 floor = floor.max(tail_line_floor(text, k));
             }
             self.tail.bound = ceil_boundary(text, floor).min(b);
@@ -829,4 +751,3 @@ impl Cutter<'_, '_> {
         }
     }
 }
-

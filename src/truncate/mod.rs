@@ -36,9 +36,9 @@ use crate::tokenize::Backend;
 
 mod cut;
 mod parallel;
-mod text;
 #[cfg(test)]
 mod tests;
+mod text;
 
 use cut::*;
 pub use parallel::count_text;
@@ -88,9 +88,7 @@ impl FromStr for Direction {
             "head" => Ok(Direction::Head),
             "tail" => Ok(Direction::Tail),
             "head_tail" => Ok(Direction::HeadTail),
-            _ => Err(Error::Value(format!(
-                "direction must be 'head', 'tail' or 'head_tail', got {s:?}"
-            ))),
+            _ => Err(Error::Value(format!("direction must be 'head', 'tail' or 'head_tail', got {s:?}"))),
         }
     }
 }
@@ -109,10 +107,7 @@ pub struct Limits {
 impl Limits {
     /// Only a token limit.
     pub fn tokens(max_tokens: usize) -> Self {
-        Limits {
-            max_tokens: Some(max_tokens),
-            ..Limits::default()
-        }
+        Limits { max_tokens: Some(max_tokens), ..Limits::default() }
     }
 }
 
@@ -130,11 +125,7 @@ pub struct TruncateOptions<'a> {
 
 impl Default for TruncateOptions<'_> {
     fn default() -> Self {
-        TruncateOptions {
-            direction: Direction::Head,
-            marker: DEFAULT_MARKER,
-            head_ratio: 0.5,
-        }
+        TruncateOptions { direction: Direction::Head, marker: DEFAULT_MARKER, head_ratio: 0.5 }
     }
 }
 
@@ -217,17 +208,10 @@ pub fn fill_marker(marker: &str, omitted: usize) -> String {
 /// Truncates `text` to fit `limits`; see the module docs for the guarantees.
 ///
 /// Errors: `Error::Value` when `head_ratio` is NaN or outside `[0, 1]`.
-pub fn truncate(
-    backend: &dyn Backend,
-    text: &str,
-    limits: &Limits,
-    opts: &TruncateOptions<'_>,
-) -> Result<Truncation> {
+pub fn truncate(backend: &dyn Backend, text: &str, limits: &Limits, opts: &TruncateOptions<'_>) -> Result<Truncation> {
     let ratio = opts.head_ratio;
     if !(0.0..=1.0).contains(&ratio) {
-        return Err(Error::Value(format!(
-            "head_ratio must be between 0 and 1, got {ratio}"
-        )));
+        return Err(Error::Value(format!("head_ratio must be between 0 and 1, got {ratio}")));
     }
     let len = text.len();
     let original_lines = count_lines(text);
@@ -280,8 +264,7 @@ pub fn truncate(
         m_bytes = full.len();
         m_lines = count_lines(&full);
         m_newlines = count_newlines(&full);
-        let fits_lb = limits.max_lines.is_none_or(|l| m_lines <= l)
-            && limits.max_bytes.is_none_or(|b| m_bytes <= b);
+        let fits_lb = limits.max_lines.is_none_or(|l| m_lines <= l) && limits.max_bytes.is_none_or(|b| m_bytes <= b);
         let fits_t = fits_lb && {
             m_tokens = backend.count(&full);
             limits.max_tokens.is_none_or(|t| m_tokens <= t)
@@ -294,13 +277,7 @@ pub fn truncate(
     let room_tokens = limits.max_tokens.map(|t| t - m_tokens);
     let room_bytes = limits.max_bytes.map(|b| b - m_bytes);
 
-    let ctx = Ctx {
-        backend,
-        text,
-        has_pieces,
-        whole_ids,
-        original_tokens,
-    };
+    let ctx = Ctx { backend, text, has_pieces, whole_ids, original_tokens };
     let mut cut = Cutter {
         ctx: &ctx,
         limits,
@@ -326,9 +303,7 @@ pub fn truncate(
             (cut.a, cut.est_a) = cut.head.point(&ctx, room_tokens.unwrap_or(usize::MAX));
         }
         Direction::Tail => {
-            let line_floor = limits
-                .max_lines
-                .map_or(0, |l| tail_line_floor(text, l - m_newlines));
+            let line_floor = limits.max_lines.map_or(0, |l| tail_line_floor(text, l - m_newlines));
             let byte_floor = room_bytes.map_or(0, |b| len.saturating_sub(b));
             let floor = ceil_boundary(text, line_floor.max(byte_floor));
             cut.tail = Side::new(&ctx, true, room_tokens, floor);
@@ -346,8 +321,7 @@ pub fn truncate(
             (cut.a, cut.est_a) = cut.head.point(&ctx, head_budget.unwrap_or(usize::MAX));
 
             let used_lines = count_newlines(&text[..cut.a]);
-            let line_floor =
-                line_room.map_or(0, |k| tail_line_floor(text, k.saturating_sub(used_lines)));
+            let line_floor = line_room.map_or(0, |k| tail_line_floor(text, k.saturating_sub(used_lines)));
             let byte_floor = room_bytes.map_or(0, |b| len.saturating_sub(b.saturating_sub(cut.a)));
             let floor = ceil_boundary(text, line_floor.max(byte_floor).max(cut.a));
             let tail_budget = room_tokens.map(|r| r.saturating_sub(cut.est_a));

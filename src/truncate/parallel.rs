@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 /// Texts at least this long are counted in parallel chunks (exact backends with pieces).
 pub(super) const PARALLEL_COUNT_MIN_BYTES: usize = 1 << 20;
 /// Chunks are at least this long...
@@ -18,10 +17,7 @@ pub(super) const SLICE_MARGIN: usize = 256;
 /// the rest of the text with little look-around (see [`count_pieces_parallel`]). Falls back to
 /// `backend.count` whenever a chunk's pieces do not line up.
 pub fn count_text(backend: &dyn Backend, text: &str) -> usize {
-    if text.len() >= PARALLEL_COUNT_MIN_BYTES
-        && backend.is_exact()
-        && rayon::current_num_threads() > 1
-    {
+    if text.len() >= PARALLEL_COUNT_MIN_BYTES && backend.is_exact() && rayon::current_num_threads() > 1 {
         let chunks = (rayon::current_num_threads() * 4).min(text.len() / PARALLEL_CHUNK_MIN_BYTES);
         if let Some(n) = count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES) {
             return n;
@@ -46,22 +42,14 @@ pub(super) struct ChunkWalk {
 /// slice's end: this assumes, as tiktoken-style patterns do, that a piece is decided by the text
 /// it covers and a few characters of look-around. `None` when the pieces do not tile the text or
 /// a seam does not meet within `sync` bytes (e.g. one giant piece): count sequentially instead.
-pub(super) fn count_pieces_parallel(
-    backend: &dyn Backend,
-    text: &str,
-    chunks: usize,
-    sync: usize,
-) -> Option<usize> {
+pub(super) fn count_pieces_parallel(backend: &dyn Backend, text: &str, chunks: usize, sync: usize) -> Option<usize> {
     use rayon::prelude::*;
     let len = text.len();
     let mut starts = vec![0];
     for k in 1..chunks.max(1) {
         let target = ceil_boundary(text, len / chunks * k);
         // Start after a newline when one is near: splits meet sooner there.
-        let start = text[target..]
-            .find('\n')
-            .filter(|&i| i < 4096)
-            .map_or(target, |i| target + i + 1);
+        let start = text[target..].find('\n').filter(|&i| i < 4096).map_or(target, |i| target + i + 1);
         if start > starts[starts.len() - 1] && start < len {
             starts.push(start);
         }
@@ -77,10 +65,7 @@ pub(super) fn count_pieces_parallel(
             // Boundaries from here on are not needed (and near the slice's end, not trusted).
             let stop = end.saturating_add(sync).min(len);
             let slice_end = ceil_boundary(text, stop.saturating_add(SLICE_MARGIN));
-            let mut walk = ChunkWalk {
-                head: Vec::new(),
-                tail: Vec::new(),
-            };
+            let mut walk = ChunkWalk { head: Vec::new(), tail: Vec::new() };
             let (mut pos, mut tokens) = (start, 0usize);
             for piece in backend.pieces(&text[start..slice_end])? {
                 if piece.is_empty() {
@@ -140,4 +125,3 @@ pub(super) fn count_pieces_parallel(
     }
     Some(total)
 }
-

@@ -12,17 +12,11 @@ struct Bpe {
 }
 
 fn cl100k() -> Bpe {
-    Bpe {
-        name: "cl100k_base",
-        tok: bpe_openai::cl100k_base(),
-    }
+    Bpe { name: "cl100k_base", tok: bpe_openai::cl100k_base() }
 }
 
 fn o200k() -> Bpe {
-    Bpe {
-        name: "o200k_base",
-        tok: bpe_openai::o200k_base(),
-    }
+    Bpe { name: "o200k_base", tok: bpe_openai::o200k_base() }
 }
 
 impl Backend for Bpe {
@@ -66,9 +60,7 @@ impl Backend for Tiktoken {
         Ok(self.0.encode_ordinary(text))
     }
     fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
-        self.0
-            .decode_bytes(ids)
-            .map_err(|e| Error::UnknownToken(e.token))
+        self.0.decode_bytes(ids).map_err(|e| Error::UnknownToken(e.token))
     }
 }
 
@@ -83,12 +75,7 @@ struct Wrap<B> {
 }
 
 fn no_pieces<B: Backend>(inner: B) -> Wrap<B> {
-    Wrap {
-        inner,
-        pieces: false,
-        lossy_decode: false,
-        bad_pieces: false,
-    }
+    Wrap { inner, pieces: false, lossy_decode: false, bad_pieces: false }
 }
 
 impl<B: Backend> Backend for Wrap<B> {
@@ -116,11 +103,7 @@ impl<B: Backend> Backend for Wrap<B> {
             return None;
         }
         let it = self.inner.pieces(text)?;
-        Some(if self.bad_pieces {
-            Box::new(it.skip(1))
-        } else {
-            it
-        })
+        Some(if self.bad_pieces { Box::new(it.skip(1)) } else { it })
     }
     fn count_piece(&self, piece: &str) -> usize {
         self.inner.count_piece(piece)
@@ -147,11 +130,7 @@ fn estimate_runs(text: &str) -> impl Iterator<Item = &str> {
     std::iter::from_fn(move || {
         let first = rest.chars().next()?;
         let k = class(first);
-        let end = if k == 2 {
-            first.len_utf8()
-        } else {
-            rest.find(|c: char| class(c) != k).unwrap_or(rest.len())
-        };
+        let end = if k == 2 { first.len_utf8() } else { rest.find(|c: char| class(c) != k).unwrap_or(rest.len()) };
         let (piece, tail) = rest.split_at(end);
         rest = tail;
         Some(piece)
@@ -164,11 +143,7 @@ fn estimate_piece(piece: &str) -> usize {
     } else if piece.chars().all(char::is_whitespace) {
         1
     } else {
-        piece
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { 1 } else { 4 })
-            .sum::<usize>()
-            .div_ceil(4)
+        piece.chars().map(|c| if c.is_ascii_alphanumeric() { 1 } else { 4 }).sum::<usize>().div_ceil(4)
     }
 }
 
@@ -189,8 +164,7 @@ impl Backend for Estimate {
         Err(Error::Unsupported("estimate has no vocabulary".into()))
     }
     fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
-        self.pieces
-            .then(|| Box::new(estimate_runs(text)) as Box<dyn Iterator<Item = &'a str>>)
+        self.pieces.then(|| Box::new(estimate_runs(text)) as Box<dyn Iterator<Item = &'a str>>)
     }
     fn count_piece(&self, piece: &str) -> usize {
         estimate_piece(piece)
@@ -236,12 +210,7 @@ impl<B: Backend> Backend for Metered<B> {
 }
 
 fn metered<B>(inner: B) -> Metered<B> {
-    Metered {
-        inner,
-        counted: AtomicUsize::new(0),
-        encoded: AtomicUsize::new(0),
-        split: AtomicUsize::new(0),
-    }
+    Metered { inner, counted: AtomicUsize::new(0), encoded: AtomicUsize::new(0), split: AtomicUsize::new(0) }
 }
 
 // ---- generated text ------------------------------------------------------------------------
@@ -319,9 +288,7 @@ fn unicode_text(rng: &mut Rng, target: usize) -> String {
             14 => s.push_str(rng.pick(&["क्षि", "नमस्ते", "हिन्दी", "ि"])),
             15 => (0..2 + rng.below(6)).for_each(|_| s.push(rng.range_char(0x430, 0x44F))),
             16 => s.push_str(&rng.next().to_string()[..1 + rng.below(8)]),
-            17 => s.push_str(
-                rng.pick(&[".", ",", "!?", "...", "—", "«»", "「", "」", "()", "->"]),
-            ),
+            17 => s.push_str(rng.pick(&[".", ",", "!?", "...", "—", "«»", "「", "」", "()", "->"])),
             18 => s.push(rng.range_char(0x1D400, 0x1D7FF)),
             _ => {
                 // Zalgo-ish: a long run of combining marks.
@@ -344,10 +311,7 @@ fn code_text(rng: &mut Rng, target: usize) -> String {
             1 => format!("    let value_{i} = ctx.items[{n}].map(|x| x * {n} + 1)?;\n"),
             2 => format!("    // 注释: retry #{n} — see issue {i}\n"),
             3 => "    }\n}\n\n".to_string(),
-            _ => format!(
-                "\tif (x_{i} >= {n} && !done) {{ return \"{}\"; }}\n",
-                rng.pick(WORDS)
-            ),
+            _ => format!("\tif (x_{i} >= {n} && !done) {{ return \"{}\"; }}\n", rng.pick(WORDS)),
         });
     }
     s
@@ -415,17 +379,9 @@ fn fits_all(backend: &dyn Backend, s: &str, limits: &Limits) -> bool {
 }
 
 /// What `truncate` must return for kept parts `text[..a]`, `text[b..]`.
-fn assemble(
-    backend: &dyn Backend,
-    text: &str,
-    a: usize,
-    b: usize,
-    marker: Option<&str>,
-) -> (String, usize) {
+fn assemble(backend: &dyn Backend, text: &str, a: usize, b: usize, marker: Option<&str>) -> (String, usize) {
     let count = |s: &str| if s.is_empty() { 0 } else { backend.count(s) };
-    let omitted = backend
-        .count(text)
-        .saturating_sub(count(&text[..a]) + count(&text[b..]));
+    let omitted = backend.count(text).saturating_sub(count(&text[..a]) + count(&text[b..]));
     let mut s = text[..a].to_string();
     if let Some(m) = marker {
         s.push_str(&fill_marker(m, omitted));
@@ -440,19 +396,9 @@ fn digits(n: usize) -> usize {
 
 /// Runs `truncate` and checks every rule; returns the result.
 #[track_caller]
-fn check(
-    backend: &dyn Backend,
-    text: &str,
-    limits: Limits,
-    opts: TruncateOptions<'_>,
-) -> Truncation {
-    let ctx = format!(
-        "{} {:?} {:?} text={:?}",
-        backend.name(),
-        limits,
-        opts,
-        text.chars().take(200).collect::<String>()
-    );
+fn check(backend: &dyn Backend, text: &str, limits: Limits, opts: TruncateOptions<'_>) -> Truncation {
+    let ctx =
+        format!("{} {:?} {:?} text={:?}", backend.name(), limits, opts, text.chars().take(200).collect::<String>());
     let r = truncate(backend, text, &limits, &opts).unwrap_or_else(|e| panic!("{e} for {ctx}"));
     let orig = backend.count(text);
     assert_eq!(r.original_tokens, orig, "{ctx}");
@@ -499,14 +445,8 @@ fn check(
     // Maximal: growing either side by one more cluster breaks a limit, unless at most a
     // couple of tokens (or the bytes reserved for the marker's number) are unused.
     let token_slack_ok = limits.max_tokens.is_some_and(|t| tokens + 2 >= t);
-    let reserved = if r.marker_used {
-        digits(orig) - digits(omitted)
-    } else {
-        0
-    };
-    let byte_slack_ok = limits
-        .max_bytes
-        .is_some_and(|m| r.kept_bytes + reserved >= m);
+    let reserved = if r.marker_used { digits(orig) - digits(omitted) } else { 0 };
+    let byte_slack_ok = limits.max_bytes.is_some_and(|m| r.kept_bytes + reserved >= m);
     if !token_slack_ok && !byte_slack_ok {
         if opts.direction != Direction::Tail && a < b {
             let a2 = next_cluster(text, a);
@@ -527,38 +467,15 @@ fn check(
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Head, Direction::Tail, Direction::HeadTail];
-const MARKERS: [&str; 5] = [
-    DEFAULT_MARKER,
-    "",
-    "[{omitted}]",
-    "\n…\n",
-    " <<{omitted} tokens cut; {omitted}>> ",
-];
+const MARKERS: [&str; 5] = [DEFAULT_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
 
 fn opts(direction: Direction, marker: &str, head_ratio: f64) -> TruncateOptions<'_> {
-    TruncateOptions {
-        direction,
-        marker,
-        head_ratio,
-    }
+    TruncateOptions { direction, marker, head_ratio }
 }
 
 /// Token limits from 0 to above the text's size.
 fn token_limits(rng: &mut Rng, total: usize) -> Vec<usize> {
-    let mut v = vec![
-        0,
-        1,
-        2,
-        3,
-        7,
-        12,
-        20,
-        total / 3,
-        total / 2,
-        total.saturating_sub(1),
-        total,
-        total + 3,
-    ];
+    let mut v = vec![0, 1, 2, 3, 7, 12, 20, total / 3, total / 2, total.saturating_sub(1), total, total + 3];
     v.push(rng.below(total + 2));
     v.push(rng.below(total + 2));
     v
@@ -575,12 +492,7 @@ fn run_random(backend: &dyn Backend, seed: u64, cases: usize, max_len: usize) {
             for t in token_limits(&mut rng, total) {
                 let marker = MARKERS[rng.below(MARKERS.len())];
                 let ratio = [0.0, 0.25, 0.5, 0.8, 1.0][rng.below(5)];
-                check(
-                    backend,
-                    &text,
-                    Limits::tokens(t),
-                    opts(direction, marker, ratio),
-                );
+                check(backend, &text, Limits::tokens(t), opts(direction, marker, ratio));
             }
             // Lines and bytes, alone and together with tokens.
             let lines = count_lines(&text);
@@ -625,27 +537,12 @@ fn random_estimate() {
 #[test]
 fn random_broken_backends() {
     // Decoding that does not reproduce the text: cut by counts instead of ids.
-    let lossy = Wrap {
-        inner: cl100k(),
-        pieces: true,
-        lossy_decode: true,
-        bad_pieces: false,
-    };
+    let lossy = Wrap { inner: cl100k(), pieces: true, lossy_decode: true, bad_pieces: false };
     run_random(&lossy, 7, 15, 2000);
-    let lossy_whole = Wrap {
-        inner: cl100k(),
-        pieces: false,
-        lossy_decode: true,
-        bad_pieces: false,
-    };
+    let lossy_whole = Wrap { inner: cl100k(), pieces: false, lossy_decode: true, bad_pieces: false };
     run_random(&lossy_whole, 8, 15, 2000);
     // Pieces that do not tile the text: the whole text is one piece.
-    let bad = Wrap {
-        inner: cl100k(),
-        pieces: true,
-        lossy_decode: false,
-        bad_pieces: true,
-    };
+    let bad = Wrap { inner: cl100k(), pieces: true, lossy_decode: false, bad_pieces: true };
     run_random(&bad, 9, 15, 2000);
 }
 
@@ -680,29 +577,15 @@ fn tiny_and_degenerate_texts() {
         "1234567890",
         "                                                   x",
     ];
-    let backends: [&dyn Backend; 4] = [
-        &cl100k(),
-        &o200k(),
-        &Estimate { pieces: false },
-        &no_pieces(cl100k()),
-    ];
+    let backends: [&dyn Backend; 4] = [&cl100k(), &o200k(), &Estimate { pieces: false }, &no_pieces(cl100k())];
     for backend in backends {
         for text in texts {
             for direction in DIRECTIONS {
                 for marker in MARKERS {
                     for t in 0..6 {
                         for ratio in [0.0, 0.5, 1.0] {
-                            check(
-                                backend,
-                                text,
-                                Limits::tokens(t),
-                                opts(direction, marker, ratio),
-                            );
-                            let limits = Limits {
-                                max_tokens: None,
-                                max_lines: Some(t / 2),
-                                max_bytes: Some(t * 3),
-                            };
+                            check(backend, text, Limits::tokens(t), opts(direction, marker, ratio));
+                            let limits = Limits { max_tokens: None, max_lines: Some(t / 2), max_bytes: Some(t * 3) };
                             check(backend, text, limits, opts(direction, marker, ratio));
                         }
                     }
@@ -715,9 +598,7 @@ fn tiny_and_degenerate_texts() {
 // ---- specific rules -----------------------------------------------------------------------
 
 fn lorem(n: usize) -> String {
-    (0..n)
-        .map(|i| format!("line {i}: the quick brown fox jumps over the lazy dog\n"))
-        .collect()
+    (0..n).map(|i| format!("line {i}: the quick brown fox jumps over the lazy dog\n")).collect()
 }
 
 #[test]
@@ -726,11 +607,7 @@ fn fits_unchanged() {
     let text = lorem(10);
     let n = b.count(&text);
     for direction in DIRECTIONS {
-        let limits = Limits {
-            max_tokens: Some(n),
-            max_lines: Some(10),
-            max_bytes: Some(text.len()),
-        };
+        let limits = Limits { max_tokens: Some(n), max_lines: Some(10), max_bytes: Some(text.len()) };
         let r = truncate(&b, &text, &limits, &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
         assert!(!r.truncated);
         assert_eq!(r.text, text);
@@ -745,67 +622,31 @@ fn head_tail_shapes_and_omitted() {
     let b = cl100k();
     let text = lorem(200);
     let n = b.count(&text);
-    let head = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::Head, "", 0.5),
-    );
+    let head = check(&b, &text, Limits::tokens(100), opts(Direction::Head, "", 0.5));
     assert!(text.starts_with(&head.text) && head.tokens >= 98 && head.tokens <= 100);
     assert_eq!(head.omitted_tokens, n - head.tokens);
 
-    let tail = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::Tail, "", 0.5),
-    );
+    let tail = check(&b, &text, Limits::tokens(100), opts(Direction::Tail, "", 0.5));
     assert!(text.ends_with(&tail.text) && tail.tokens >= 98);
 
     let m = "\n[{omitted} omitted]\n";
-    let ht = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::HeadTail, m, 0.5),
-    );
+    let ht = check(&b, &text, Limits::tokens(100), opts(Direction::HeadTail, m, 0.5));
     let kept_head = &text[..ht.head_end];
     let kept_tail = &text[ht.tail_start..];
     let omitted = n - b.count(kept_head) - b.count(kept_tail);
     assert_eq!(ht.omitted_tokens, omitted);
-    assert_eq!(
-        ht.text,
-        format!("{kept_head}\n[{omitted} omitted]\n{kept_tail}")
-    );
+    assert_eq!(ht.text, format!("{kept_head}\n[{omitted} omitted]\n{kept_tail}"));
     // The ratio splits the room: each side gets about half.
     let (h, t) = (b.count(kept_head) as i64, b.count(kept_tail) as i64);
     assert!((h - t).abs() <= 6, "{h} vs {t}");
 
-    let skewed = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::HeadTail, m, 0.8),
-    );
-    let (h, t) = (
-        b.count(&text[..skewed.head_end]),
-        b.count(&text[skewed.tail_start..]),
-    );
+    let skewed = check(&b, &text, Limits::tokens(100), opts(Direction::HeadTail, m, 0.8));
+    let (h, t) = (b.count(&text[..skewed.head_end]), b.count(&text[skewed.tail_start..]));
     assert!(h > 3 * t, "{h} vs {t}");
     // All room to one side.
-    let all_tail = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::HeadTail, m, 0.0),
-    );
+    let all_tail = check(&b, &text, Limits::tokens(100), opts(Direction::HeadTail, m, 0.0));
     assert_eq!(all_tail.head_end, 0);
-    let all_head = check(
-        &b,
-        &text,
-        Limits::tokens(100),
-        opts(Direction::HeadTail, m, 1.0),
-    );
+    let all_head = check(&b, &text, Limits::tokens(100), opts(Direction::HeadTail, m, 1.0));
     assert!(all_head.head_end > 0 && all_head.tail_start >= text.len() - 2);
 }
 
@@ -815,31 +656,14 @@ fn marker_dropped_when_it_alone_does_not_fit() {
     let text = lorem(50);
     let mt = b.count(&fill_marker(DEFAULT_MARKER, b.count(&text)));
     for direction in DIRECTIONS {
-        let r = check(
-            &b,
-            &text,
-            Limits::tokens(mt - 1),
-            opts(direction, DEFAULT_MARKER, 0.5),
-        );
+        let r = check(&b, &text, Limits::tokens(mt - 1), opts(direction, DEFAULT_MARKER, 0.5));
         assert!(!r.marker_used && !r.text.contains('…'));
         assert!(r.tokens < mt && !r.text.is_empty());
-        let r = check(
-            &b,
-            &text,
-            Limits::tokens(mt),
-            opts(direction, DEFAULT_MARKER, 0.5),
-        );
+        let r = check(&b, &text, Limits::tokens(mt), opts(direction, DEFAULT_MARKER, 0.5));
         assert!(r.marker_used && r.text.contains("tokens omitted"));
         // Lines and bytes too.
-        let r = check(
-            &b,
-            &text,
-            Limits {
-                max_lines: Some(1),
-                ..Limits::default()
-            },
-            opts(direction, DEFAULT_MARKER, 0.5),
-        );
+        let r =
+            check(&b, &text, Limits { max_lines: Some(1), ..Limits::default() }, opts(direction, DEFAULT_MARKER, 0.5));
         assert!(!r.marker_used && r.kept_lines == 1);
     }
 }
@@ -847,22 +671,11 @@ fn marker_dropped_when_it_alone_does_not_fit() {
 #[test]
 fn zero_tokens_gives_empty() {
     for direction in DIRECTIONS {
-        let r = check(
-            &cl100k(),
-            "hello world",
-            Limits::tokens(0),
-            opts(direction, DEFAULT_MARKER, 0.5),
-        );
+        let r = check(&cl100k(), "hello world", Limits::tokens(0), opts(direction, DEFAULT_MARKER, 0.5));
         assert_eq!(r.text, "");
         assert!(r.truncated && !r.marker_used);
         assert_eq!(r.omitted_tokens, 2);
-        let r = truncate(
-            &cl100k(),
-            "",
-            &Limits::tokens(0),
-            &opts(direction, DEFAULT_MARKER, 0.5),
-        )
-        .unwrap();
+        let r = truncate(&cl100k(), "", &Limits::tokens(0), &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
         assert!(!r.truncated && r.text.is_empty());
     }
 }
@@ -871,65 +684,30 @@ fn zero_tokens_gives_empty() {
 fn lines_and_bytes_limits() {
     let b = o200k();
     let text = lorem(100);
-    let r = check(
-        &b,
-        &text,
-        Limits {
-            max_lines: Some(10),
-            ..Default::default()
-        },
-        opts(Direction::Head, "", 0.5),
-    );
+    let r = check(&b, &text, Limits { max_lines: Some(10), ..Default::default() }, opts(Direction::Head, "", 0.5));
     assert_eq!(r.text, lorem(10));
-    let r = check(
-        &b,
-        &text,
-        Limits {
-            max_lines: Some(10),
-            ..Default::default()
-        },
-        opts(Direction::Tail, "", 0.5),
-    );
+    let r = check(&b, &text, Limits { max_lines: Some(10), ..Default::default() }, opts(Direction::Tail, "", 0.5));
     assert_eq!(r.kept_lines, 10);
     assert!(r.text.starts_with("line 90:"));
     let r = check(
         &b,
         &text,
-        Limits {
-            max_lines: Some(10),
-            ..Default::default()
-        },
+        Limits { max_lines: Some(10), ..Default::default() },
         opts(Direction::HeadTail, "\n--\n", 0.5),
     );
     assert_eq!(r.kept_lines, 10);
     let r = check(
         &b,
         &text,
-        Limits {
-            max_bytes: Some(500),
-            ..Default::default()
-        },
+        Limits { max_bytes: Some(500), ..Default::default() },
         opts(Direction::HeadTail, DEFAULT_MARKER, 0.5),
     );
     assert!(r.kept_bytes <= 500 && r.kept_bytes >= 495);
     // The tightest limit wins.
-    let limits = Limits {
-        max_tokens: Some(40),
-        max_lines: Some(10),
-        max_bytes: Some(5000),
-    };
-    let r = check(
-        &b,
-        &text,
-        limits,
-        opts(Direction::Head, DEFAULT_MARKER, 0.5),
-    );
+    let limits = Limits { max_tokens: Some(40), max_lines: Some(10), max_bytes: Some(5000) };
+    let r = check(&b, &text, limits, opts(Direction::Head, DEFAULT_MARKER, 0.5));
     assert!(r.tokens <= 40 && r.tokens >= 38);
-    let limits = Limits {
-        max_tokens: Some(4000),
-        max_lines: Some(3),
-        max_bytes: Some(5000),
-    };
+    let limits = Limits { max_tokens: Some(4000), max_lines: Some(3), max_bytes: Some(5000) };
     let r = check(&b, &text, limits, opts(Direction::Head, "", 0.5));
     assert_eq!(r.text, lorem(3));
 }
@@ -945,16 +723,8 @@ fn never_splits_chars_or_clusters() {
             for t in 1..40 {
                 let r = check(&b, &text, Limits::tokens(t), opts(direction, "", 0.5));
                 let (h, tl) = (&text[..r.head_end], &text[r.tail_start..]);
-                assert_eq!(
-                    h.len() % unit.len(),
-                    0,
-                    "{unit:?} head cut inside a cluster at t={t}"
-                );
-                assert_eq!(
-                    tl.len() % unit.len(),
-                    0,
-                    "{unit:?} tail cut inside a cluster at t={t}"
-                );
+                assert_eq!(h.len() % unit.len(), 0, "{unit:?} head cut inside a cluster at t={t}");
+                assert_eq!(tl.len() % unit.len(), 0, "{unit:?} tail cut inside a cluster at t={t}");
             }
         }
     }
@@ -964,28 +734,17 @@ fn never_splits_chars_or_clusters() {
 fn bad_arguments() {
     assert_eq!("head".parse::<Direction>().unwrap(), Direction::Head);
     assert_eq!("tail".parse::<Direction>().unwrap(), Direction::Tail);
-    assert_eq!(
-        "head_tail".parse::<Direction>().unwrap(),
-        Direction::HeadTail
-    );
+    assert_eq!("head_tail".parse::<Direction>().unwrap(), Direction::HeadTail);
     for d in DIRECTIONS {
         assert_eq!(d.as_str().parse::<Direction>().unwrap(), d);
         assert_eq!(d.to_string(), d.as_str());
     }
     match "middle".parse::<Direction>() {
-        Err(Error::Value(msg)) => assert!(
-            msg.contains("\"middle\"") && msg.contains("head_tail"),
-            "{msg}"
-        ),
+        Err(Error::Value(msg)) => assert!(msg.contains("\"middle\"") && msg.contains("head_tail"), "{msg}"),
         other => panic!("{other:?}"),
     }
     for ratio in [f64::NAN, -0.1, 1.01, f64::INFINITY, f64::NEG_INFINITY] {
-        match truncate(
-            &cl100k(),
-            "abc",
-            &Limits::tokens(1),
-            &opts(Direction::HeadTail, "", ratio),
-        ) {
+        match truncate(&cl100k(), "abc", &Limits::tokens(1), &opts(Direction::HeadTail, "", ratio)) {
             Err(Error::Value(msg)) => assert!(msg.contains("head_ratio"), "{msg}"),
             other => panic!("{other:?}"),
         }
@@ -1030,12 +789,7 @@ fn long_single_pieces() {
     let b = cl100k();
     let text = "x".repeat(200_000) + &"漢".repeat(50_000);
     for direction in DIRECTIONS {
-        let r = check(
-            &b,
-            &text,
-            Limits::tokens(1000),
-            opts(direction, DEFAULT_MARKER, 0.5),
-        );
+        let r = check(&b, &text, Limits::tokens(1000), opts(direction, DEFAULT_MARKER, 0.5));
         assert!(r.tokens >= 998);
     }
 }
@@ -1046,13 +800,7 @@ fn work_is_one_counting_pass_plus_the_kept_part() {
     let text = log_text(&mut rng, 2_000_000) + &unicode_text(&mut rng, 1_000_000);
     for direction in DIRECTIONS {
         let b = metered(cl100k());
-        let r = truncate(
-            &b,
-            &text,
-            &Limits::tokens(2000),
-            &opts(direction, DEFAULT_MARKER, 0.5),
-        )
-        .unwrap();
+        let r = truncate(&b, &text, &Limits::tokens(2000), &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
         assert!(r.tokens <= 2000 && r.tokens >= 1990);
         // The counting pass tokenizes the text once (through `count` or, in parallel, through
         // the pieces, with short overlaps at the seams)...
@@ -1060,21 +808,12 @@ fn work_is_one_counting_pass_plus_the_kept_part() {
         let split = b.split.load(Ordering::Relaxed);
         let encoded = b.encoded.load(Ordering::Relaxed);
         let parallel = split >= text.len();
-        let (extra_counted, extra_split) = if parallel {
-            (counted - text.len(), split - text.len())
-        } else {
-            (counted - text.len(), split)
-        };
+        let (extra_counted, extra_split) =
+            if parallel { (counted - text.len(), split - text.len()) } else { (counted - text.len(), split) };
         // ...and the rest is re-counts of ~2000-token candidates and the walked pieces: tens
         // of KB, not MB.
-        assert!(
-            extra_counted < 300_000,
-            "{direction}: counted {extra_counted} extra bytes"
-        );
-        assert!(
-            extra_split < 300_000,
-            "{direction}: split {extra_split} extra bytes"
-        );
+        assert!(extra_counted < 300_000, "{direction}: counted {extra_counted} extra bytes");
+        assert!(extra_split < 300_000, "{direction}: split {extra_split} extra bytes");
         assert!(encoded < 10_000, "{direction}: encoded {encoded} bytes");
     }
 }
@@ -1089,11 +828,7 @@ fn parallel_count_is_exact() {
         let mut text = gen_text(&mut rng, case, size);
         if case % 5 == 4 {
             // Seams inside long whitespace runs and long single pieces.
-            for (div, filler) in [
-                (2, " ".repeat(3000)),
-                (3, "\n \n\t".repeat(500)),
-                (4, "z".repeat(5000)),
-            ] {
+            for (div, filler) in [(2, " ".repeat(3000)), (3, "\n \n\t".repeat(500)), (4, "z".repeat(5000))] {
                 let at = floor_boundary(&text, text.len() / div);
                 text.insert_str(at, &filler);
             }
@@ -1110,16 +845,8 @@ fn parallel_count_is_exact() {
     }
     assert!(joined > 150, "seams rarely met: {joined}");
     // Pieces that do not tile the text: no parallel count.
-    let bad = Wrap {
-        inner: cl100k(),
-        pieces: true,
-        lossy_decode: false,
-        bad_pieces: true,
-    };
-    assert_eq!(
-        count_pieces_parallel(&bad, &"abc def\n".repeat(1000), 4, 1024),
-        None
-    );
+    let bad = Wrap { inner: cl100k(), pieces: true, lossy_decode: false, bad_pieces: true };
+    assert_eq!(count_pieces_parallel(&bad, &"abc def\n".repeat(1000), 4, 1024), None);
     // The public entry point agrees on a long text.
     let long = log_text(&mut rng, 3 << 20);
     assert_eq!(count_text(&cl100k(), &long), cl100k().count(&long));
@@ -1129,33 +856,13 @@ fn parallel_count_is_exact() {
 #[test]
 #[ignore]
 fn stress() {
-    let n: u64 = std::env::var("STRESS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let n: u64 = std::env::var("STRESS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
     for seed in 100..100 + n {
         run_random(&cl100k(), seed, 20, 5000);
         run_random(&o200k(), seed, 20, 5000);
         run_random(&no_pieces(cl100k()), seed, 8, 3000);
-        run_random(
-            &Estimate {
-                pieces: seed % 2 == 0,
-            },
-            seed,
-            10,
-            3000,
-        );
-        run_random(
-            &Wrap {
-                inner: o200k(),
-                pieces: true,
-                lossy_decode: true,
-                bad_pieces: false,
-            },
-            seed,
-            5,
-            3000,
-        );
+        run_random(&Estimate { pieces: seed % 2 == 0 }, seed, 10, 3000);
+        run_random(&Wrap { inner: o200k(), pieces: true, lossy_decode: true, bad_pieces: false }, seed, 5, 3000);
     }
 }
 
@@ -1163,12 +870,7 @@ fn stress() {
 /// CPU time than in wall time.
 fn cpu() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let f: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -1192,11 +894,7 @@ fn bench_count() {
         let n = b.count(&text);
         let seq = t0.elapsed();
         let t0 = Instant::now();
-        let m: usize = dynb
-            .pieces(&text)
-            .unwrap()
-            .map(|p| dynb.count_piece(p))
-            .sum();
+        let m: usize = dynb.pieces(&text).unwrap().map(|p| dynb.count_piece(p)).sum();
         let dyn_seq = t0.elapsed();
         assert_eq!(n, m);
         let mut par = Vec::new();
@@ -1235,9 +933,8 @@ fn bench_10mb() {
         (best, (cpu() - c0) / 3.0, out.unwrap())
     }
     let mut rng = Rng(7);
-    let sizes: Vec<usize> = std::env::var("SIZES").ok().map_or(vec![10_000_000], |s| {
-        s.split(',').map(|x| x.parse().unwrap()).collect()
-    });
+    let sizes: Vec<usize> =
+        std::env::var("SIZES").ok().map_or(vec![10_000_000], |s| s.split(',').map(|x| x.parse().unwrap()).collect());
     let kinds = std::env::var("KINDS").unwrap_or_else(|_| "log,code,json,unicode".into());
     let b = cl100k();
     let tik = tiktoken_rs::cl100k_base_singleton();
@@ -1257,25 +954,16 @@ fn bench_10mb() {
                     20_000,
                 ));
             }
-            let (ours, ours_cpu, r) =
-                best(|| truncate(&b, &text, &Limits::tokens(2000), &o).unwrap());
+            let (ours, ours_cpu, r) = best(|| truncate(&b, &text, &Limits::tokens(2000), &o).unwrap());
             let (count, count_cpu, n) = best(|| b.count(&text));
             let (bpe, _, _) = best(|| {
                 let ids = b.tok.encode(text.as_str());
-                let kept: Vec<u32> = ids[..1000]
-                    .iter()
-                    .chain(&ids[ids.len() - 1000..])
-                    .copied()
-                    .collect();
+                let kept: Vec<u32> = ids[..1000].iter().chain(&ids[ids.len() - 1000..]).copied().collect();
                 b.tok.bpe.decode_tokens(&kept)
             });
             let (tk, tk_cpu, _) = best(|| {
                 let ids = tik.encode_ordinary(&text);
-                let kept: Vec<u32> = ids[..1000]
-                    .iter()
-                    .chain(&ids[ids.len() - 1000..])
-                    .copied()
-                    .collect();
+                let kept: Vec<u32> = ids[..1000].iter().chain(&ids[ids.len() - 1000..]).copied().collect();
                 tik.decode(&kept).unwrap()
             });
             assert_eq!(r.original_tokens, n);

@@ -21,15 +21,11 @@ pub(super) fn push_marker(out: &mut String, marker: &str, omitted: usize) {
 /// after newline k).
 pub(super) fn head_line_cap(text: &str, k: usize, partial: bool) -> usize {
     if partial {
-        text.match_indices('\n')
-            .nth(k)
-            .map_or(text.len(), |(i, _)| i)
+        text.match_indices('\n').nth(k).map_or(text.len(), |(i, _)| i)
     } else if k == 0 {
         0
     } else {
-        text.match_indices('\n')
-            .nth(k - 1)
-            .map_or(text.len(), |(i, _)| i + 1)
+        text.match_indices('\n').nth(k - 1).map_or(text.len(), |(i, _)| i + 1)
     }
 }
 
@@ -42,9 +38,7 @@ pub(super) fn tail_line_floor(text: &str, k: usize) -> usize {
     // end with '\n'.
     let open_last = usize::from(!text.is_empty() && !text.ends_with('\n'));
     let allowed = k - open_last;
-    text.rmatch_indices('\n')
-        .nth(allowed)
-        .map_or(0, |(i, _)| i + 1)
+    text.rmatch_indices('\n').nth(allowed).map_or(0, |(i, _)| i + 1)
 }
 
 pub(super) fn floor_boundary(s: &str, i: usize) -> usize {
@@ -104,12 +98,7 @@ pub(super) fn is_cluster_boundary(s: &str, i: usize) -> bool {
     }
     if is_regional_indicator(prev) && is_regional_indicator(next) {
         // Flags pair regional indicators from the start of their run.
-        let run = s[..i]
-            .chars()
-            .rev()
-            .take(4096)
-            .take_while(|&c| is_regional_indicator(c))
-            .count();
+        let run = s[..i].chars().rev().take(4096).take_while(|&c| is_regional_indicator(c)).count();
         return run % 2 == 0;
     }
     true
@@ -160,4 +149,3 @@ pub(super) fn next_cluster(s: &str, i: usize) -> usize {
 pub(super) fn prev_cluster(s: &str, i: usize) -> usize {
     snap_back(s, prev_boundary(s, i))
 }
-
