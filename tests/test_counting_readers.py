@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 from windowfit import _core
 
 COUNTER = wf.Counter(encoding="cl100k_base")
@@ -83,7 +82,10 @@ def test_the_light_reader_handles_plain_openai_messages() -> None:
         light, full = _core._message_keys(COUNTER, m)
         assert light == full, m
     # Anthropic blocks are left to the full reader.
-    blocks = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}
+    blocks = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}],
+    }
     assert _core._message_keys(COUNTER, blocks)[0] is None
 
 

@@ -4,19 +4,51 @@ from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal, final
 
-__version__: str
-ENCODINGS: tuple[str, ...]
+from typing_extensions import Self, disjoint_base
 
 from windowfit.errors import (
     BudgetError as BudgetError,
+)
+from windowfit.errors import (
     InvalidMessageError as InvalidMessageError,
+)
+from windowfit.errors import (
     MessageTypeError as MessageTypeError,
+)
+from windowfit.errors import (
     UnknownEncodingError as UnknownEncodingError,
+)
+from windowfit.errors import (
     VocabularyError as VocabularyError,
 )
 
+__all__ = [
+    "Counter",
+    "Encoding",
+    "get_encoding",
+    "FitOutcome",
+    "fit_indices",
+    "repair_indices",
+    "TruncateOutcome",
+    "truncate_text",
+    "DEFAULT_MARKER",
+    "_message_keys",
+    "_memo_stats",
+    "BudgetError",
+    "InvalidMessageError",
+    "MessageTypeError",
+    "VocabularyError",
+    "UnknownEncodingError",
+    "ENCODINGS",
+    "__version__",
+]
+
+__version__: str
+ENCODINGS: tuple[str, ...]
+
 DEFAULT_MARKER: str
 
+@disjoint_base
 class Counter:
     def __new__(
         cls,
@@ -32,7 +64,7 @@ class Counter:
         tokens_per_name: int = 1,
         tokens_per_tool_call: int = 3,
         reply_priming: int = 3,
-    ) -> Counter: ...
+    ) -> Self: ...
     @property
     def encoding_name(self) -> str: ...
     @property

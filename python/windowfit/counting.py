@@ -178,7 +178,7 @@ class Counter(_core.Counter):
         cache_bytes: int | None = None,
         _spec: Mapping[str, Any] | None = None,
     ) -> Counter:
-        fmt: dict[str, int] = {}
+        fmt: dict[str, Any] = {}
         if _spec is not None:
             spec = dict(_spec)
         elif encoding is not None:
