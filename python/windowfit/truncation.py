@@ -6,7 +6,7 @@ and encodes only the piece at the cut, so a 10 MB log costs one counting pass, n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from windowfit import _core
@@ -105,18 +105,6 @@ def truncate(
         head, tail, cut = raw.head_end, raw.tail_start, raw.text
         marker_text = cut[head : len(cut) - (len(text) - tail)]
         kept = text[:head] + marker_text + text[tail:]
-    return Truncation(
-        text=kept,
-        truncated=raw.truncated,
-        original_tokens=raw.original_tokens,
-        tokens=raw.tokens,
-        omitted_tokens=raw.omitted_tokens,
-        original_lines=raw.original_lines,
-        kept_lines=raw.kept_lines,
-        original_bytes=raw.original_bytes,
-        kept_bytes=raw.kept_bytes,
-        head_end=raw.head_end,
-        tail_start=raw.tail_start,
-        marker_used=raw.marker_used,
-        direction=raw.direction,
-    )
+    values = {f.name: getattr(raw, f.name) for f in fields(Truncation)}
+    values["text"] = kept
+    return Truncation(**values)
