@@ -32,6 +32,7 @@ lint-python: dev
 ## test-rust: unit tests of the pure-Rust core, and a compile of the bindings
 test-rust:
 	cargo test --lib --quiet
+	cargo check --lib --features python --quiet
 
 ## test-python: build the extension (dev profile, cached) and run pytest
 test-python: dev services

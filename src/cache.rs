@@ -72,9 +72,8 @@ impl CountCache {
     /// A cache holding at most `entries` counts; 0 disables caching.
     pub fn new(entries: usize) -> Self {
         Self {
-            map: (entries > 0).then(|| {
-                Cache::with(entries, entries as u64, UnitWeighter, KeyIsHash, DefaultLifecycle::default())
-            }),
+            map: (entries > 0)
+                .then(|| Cache::with(entries, entries as u64, UnitWeighter, KeyIsHash, DefaultLifecycle::default())),
             capacity: entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -157,8 +156,20 @@ mod tests {
     fn caches_and_counts_hits() {
         let cache = CountCache::new(100);
         let mut calls = 0;
-        assert_eq!(cache.get_or_insert_with(text_key("a"), || { calls += 1; 7 }), 7);
-        assert_eq!(cache.get_or_insert_with(text_key("a"), || { calls += 1; 99 }), 7);
+        assert_eq!(
+            cache.get_or_insert_with(text_key("a"), || {
+                calls += 1;
+                7
+            }),
+            7
+        );
+        assert_eq!(
+            cache.get_or_insert_with(text_key("a"), || {
+                calls += 1;
+                99
+            }),
+            7
+        );
         assert_eq!(calls, 1);
         let info = cache.info();
         assert_eq!((info.hits, info.misses, info.size), (1, 1, 1));

@@ -3,8 +3,8 @@
 //! Message counting follows OpenAI's published chat-format accounting (the "How to count
 //! tokens" cookbook): every message costs `tokens_per_message` plus the tokens of its role,
 //! content and name (`+ tokens_per_name`); the reply is primed with `reply_priming` tokens.
-//! windowfit extends it to parts the cookbook leaves out — tool calls (`tokens_per_tool_call`
-//! + name + arguments), tool_call_id, images by OpenAI's tile formula — and keeps it
+//! windowfit extends it to parts the cookbook leaves out — tool calls
+//! (`tokens_per_tool_call` plus name and arguments), tool_call_id, images by OpenAI's tile formula — and keeps it
 //! additive: `count_messages(ms) == sum(count_message(m)) + reply_priming`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
 use crate::cache::{text_key, CacheInfo, CountCache};
+pub use crate::message::{ImageDetail, Message, Part, ToolCall};
 use crate::tokenize::Backend;
 
 /// Per-model chat-format overheads (see the module docs).
@@ -29,13 +30,6 @@ impl Default for MessageFormat {
     fn default() -> Self {
         Self { tokens_per_message: 3, tokens_per_name: 1, tokens_per_tool_call: 3, reply_priming: 3 }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImageDetail {
-    Low,
-    High,
-    Auto,
 }
 
 /// Tokens of an image whose size is unknown: OpenAI's cost of a 1024x1024 image at high
@@ -71,52 +65,7 @@ pub fn image_tokens(detail: ImageDetail, width: Option<u32>, height: Option<u32>
     85 + 170 * tiles
 }
 
-/// One content part, as counted.
-#[derive(Clone, Debug)]
-pub enum Part<S> {
-    Text(S),
-    Image { detail: ImageDetail, width: Option<u32>, height: Option<u32> },
-    /// Audio, files: a documented constant.
-    Opaque,
-}
-
-#[derive(Clone, Debug)]
-pub struct ToolCall<S> {
-    pub id: S,
-    pub name: S,
-    /// The arguments as JSON text (Anthropic `input` objects are serialized by the caller).
-    pub arguments: S,
-}
-
-/// A chat message reduced to what counting and pairing need. `S` is `String` in Rust tests
-/// and a borrowed Python string in the bindings.
-#[derive(Clone, Debug)]
-pub struct Message<S> {
-    pub role: S,
-    pub name: Option<S>,
-    pub parts: Vec<Part<S>>,
-    /// OpenAI `tool_calls`, or Anthropic `tool_use` blocks.
-    pub tool_calls: Vec<ToolCall<S>>,
-    /// OpenAI `tool_call_id`, or the `tool_use_id`s of Anthropic `tool_result` blocks.
-    pub result_ids: Vec<S>,
-}
-
 impl<S: AsRef<str>> Message<S> {
-    /// Bytes of text in the message (to decide whether counting it is worth a thread).
-    fn text_len(&self) -> usize {
-        let parts: usize = self.parts.iter().map(|p| if let Part::Text(t) = p { t.as_ref().len() } else { 0 }).sum();
-        let calls: usize = self.tool_calls.iter().map(|c| c.arguments.as_ref().len()).sum();
-        parts + calls
-    }
-
-    /// True when the message says something besides its tool calls.
-    pub fn has_content(&self) -> bool {
-        self.parts.iter().any(|p| match p {
-            Part::Text(t) => !t.as_ref().is_empty(),
-            _ => true,
-        })
-    }
-
     /// The cache key of this message (see `KeyBuilder`).
     pub fn key(&self, format: &MessageFormat, skip_calls: &[&str]) -> u128 {
         let mut k = KeyBuilder::new(format);
@@ -339,7 +288,8 @@ impl Counter {
 
     /// Tokens of `m` with the tool calls whose ids are in `skip_calls` removed.
     pub fn count_message_without<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
-        let raw = self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
+        let raw =
+            self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
         self.scaled(raw)
     }
 
@@ -357,7 +307,9 @@ impl Counter {
             };
         }
         for call in m.tool_calls.iter().filter(|c| !skip_calls.contains(&c.id.as_ref())) {
-            n += f.tokens_per_tool_call as usize + self.raw_count(call.name.as_ref()) + self.raw_count(call.arguments.as_ref());
+            n += f.tokens_per_tool_call as usize
+                + self.raw_count(call.name.as_ref())
+                + self.raw_count(call.arguments.as_ref());
         }
         for id in &m.result_ids {
             n += self.raw_count(id.as_ref());
@@ -404,7 +356,13 @@ mod tests {
     }
 
     fn msg(role: &str, text: &str) -> Message<String> {
-        Message { role: role.into(), name: None, parts: vec![Part::Text(text.into())], tool_calls: vec![], result_ids: vec![] }
+        Message {
+            role: role.into(),
+            name: None,
+            parts: vec![Part::Text(text.into())],
+            tool_calls: vec![],
+            result_ids: vec![],
+        }
     }
 
     #[test]

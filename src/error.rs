@@ -10,6 +10,9 @@ pub enum Error {
     /// A pre-tokenization pattern failed to compile.
     #[error("invalid pre-tokenizer pattern: {0}")]
     Pattern(String),
+    /// No embedded encoding has this name.
+    #[error("unknown encoding {0:?}; embedded: cl100k_base, o200k_base")]
+    UnknownEncoding(String),
     /// Token ids that the vocabulary does not know.
     #[error("unknown token id {0}")]
     UnknownToken(u32),

@@ -1,12 +1,14 @@
 //! windowfit's Rust core: exact cached token counting, tool-pair-safe window fitting and
-//! token-exact truncation. Pure Rust; the PyO3 bindings live in `python` (feature "python").
+//! token-exact truncation. Pure Rust; the PyO3 bindings live in `py` (feature "python").
 
 pub mod cache;
 pub mod count;
 pub mod error;
 pub mod fit;
+pub mod message;
+pub mod registry;
 pub mod tokenize;
 pub mod truncate;
 
 #[cfg(feature = "python")]
-mod python;
+mod py;

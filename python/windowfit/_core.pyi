@@ -2,17 +2,53 @@
 
 from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, final
+
+from typing_extensions import Self, disjoint_base
+
+from windowfit.errors import (
+    BudgetError as BudgetError,
+)
+from windowfit.errors import (
+    InvalidMessageError as InvalidMessageError,
+)
+from windowfit.errors import (
+    MessageTypeError as MessageTypeError,
+)
+from windowfit.errors import (
+    UnknownEncodingError as UnknownEncodingError,
+)
+from windowfit.errors import (
+    VocabularyError as VocabularyError,
+)
+
+__all__ = [
+    "Counter",
+    "Encoding",
+    "get_encoding",
+    "FitOutcome",
+    "fit_indices",
+    "repair_indices",
+    "TruncateOutcome",
+    "truncate_text",
+    "DEFAULT_MARKER",
+    "_message_keys",
+    "_memo_stats",
+    "BudgetError",
+    "InvalidMessageError",
+    "MessageTypeError",
+    "VocabularyError",
+    "UnknownEncodingError",
+    "ENCODINGS",
+    "__version__",
+]
 
 __version__: str
 ENCODINGS: tuple[str, ...]
 
-class BudgetError(ValueError): ...
-class InvalidMessageError(ValueError): ...
-class MessageTypeError(TypeError): ...
-class VocabularyError(ValueError): ...
-class UnknownEncodingError(KeyError): ...
+DEFAULT_MARKER: str
 
+@disjoint_base
 class Counter:
     def __new__(
         cls,
@@ -28,7 +64,7 @@ class Counter:
         tokens_per_name: int = 1,
         tokens_per_tool_call: int = 3,
         reply_priming: int = 3,
-    ) -> Counter: ...
+    ) -> Self: ...
     @property
     def encoding_name(self) -> str: ...
     @property
@@ -72,7 +108,63 @@ class Encoding:
 
 def get_encoding(name: str) -> Encoding: ...
 
-_FitTuple: TypeAlias = tuple[list[int], list[int], list[tuple[int, list[str]]], int, dict[str, Any]]
+@final
+class FitOutcome:
+    @property
+    def kept(self) -> list[int]: ...
+    @property
+    def dropped(self) -> list[int]: ...
+    @property
+    def stripped(self) -> list[tuple[int, list[str]]]: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def pins_tokens(self) -> int: ...
+    @property
+    def tokens_kept(self) -> int: ...
+    @property
+    def tokens_dropped(self) -> int | None: ...
+    @property
+    def messages_kept(self) -> int: ...
+    @property
+    def messages_dropped(self) -> int: ...
+    @property
+    def orphans_removed(self) -> int: ...
+    @property
+    def unanswered_removed(self) -> int: ...
+    @property
+    def calls_stripped(self) -> int: ...
+    @property
+    def stop_reason(self) -> Literal["all_fit", "budget", "start_on_user"]: ...
+
+@final
+class TruncateOutcome:
+    @property
+    def text(self) -> str: ...
+    @property
+    def truncated(self) -> bool: ...
+    @property
+    def original_tokens(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def omitted_tokens(self) -> int: ...
+    @property
+    def original_lines(self) -> int: ...
+    @property
+    def kept_lines(self) -> int: ...
+    @property
+    def original_bytes(self) -> int: ...
+    @property
+    def kept_bytes(self) -> int: ...
+    @property
+    def head_end(self) -> int: ...
+    @property
+    def tail_start(self) -> int: ...
+    @property
+    def marker_used(self) -> bool: ...
+    @property
+    def direction(self) -> Literal["head", "tail", "head_tail"]: ...
 
 def fit_indices(
     counter: Counter,
@@ -83,11 +175,24 @@ def fit_indices(
     keep_last_user: bool = True,
     start_on_user: bool = True,
     pinned: Sequence[int] = ...,
-    unanswered: Literal["drop", "strip"] = "drop",
-) -> _FitTuple: ...
+    strip_unanswered: bool = False,
+) -> FitOutcome: ...
 def repair_indices(
     counter: Counter,
     messages: Iterable[Mapping[str, Any]],
     *,
-    unanswered: Literal["drop", "strip"] = "drop",
-) -> _FitTuple: ...
+    strip_unanswered: bool = False,
+) -> FitOutcome: ...
+def truncate_text(
+    counter: Counter,
+    text: str,
+    *,
+    max_tokens: int | None = None,
+    max_lines: int | None = None,
+    max_bytes: int | None = None,
+    direction: Literal["head", "tail", "head_tail"] = "head",
+    marker: str = ...,
+    head_ratio: float = 0.5,
+) -> TruncateOutcome: ...
+def _message_keys(counter: Counter, message: Mapping[str, Any]) -> tuple[int | None, int]: ...
+def _memo_stats() -> tuple[int, int]: ...

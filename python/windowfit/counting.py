@@ -178,7 +178,7 @@ class Counter(_core.Counter):
         cache_bytes: int | None = None,
         _spec: Mapping[str, Any] | None = None,
     ) -> Counter:
-        fmt: dict[str, int] = {}
+        fmt: dict[str, Any] = {}
         if _spec is not None:
             spec = dict(_spec)
         elif encoding is not None:
@@ -197,6 +197,8 @@ class Counter(_core.Counter):
             }
         else:
             raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
+        if cache_entries is not None and cache_bytes is not None:
+            raise ValueError("give cache_entries or cache_bytes, not both")
         for arg, value in (("cache_entries", cache_entries), ("cache_bytes", cache_bytes)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0

@@ -29,6 +29,18 @@ class VocabularyError(WindowfitError, ValueError):
     """A vocabulary or tokenizer file is corrupt or unsupported."""
 
 
+class InvalidArgumentError(WindowfitError, ValueError):
+    """An argument has a value the operation cannot use; the message names the argument."""
+
+
+class TokenizerFileNotFoundError(WindowfitError, FileNotFoundError):
+    """A tokenizer or vocabulary file does not exist."""
+
+
+class InternalError(WindowfitError, RuntimeError):
+    """A bug inside windowfit (a Rust panic caught at the boundary); please report it."""
+
+
 class UnknownEncodingError(WindowfitError, KeyError):
     """No embedded encoding has this name."""
 
@@ -38,8 +50,11 @@ class UnknownEncodingError(WindowfitError, KeyError):
 
 __all__ = [
     "BudgetError",
+    "InternalError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "MessageTypeError",
+    "TokenizerFileNotFoundError",
     "UnknownEncodingError",
     "VocabularyError",
     "WindowfitError",

@@ -146,20 +146,37 @@ def _empty(budget: int | None) -> FitResult:
     return FitResult([], [], [], 0, budget, stats)
 
 
-def _result(messages: list[Any], raw: tuple, budget: int | None, counter: Counter) -> FitResult:
-    kept, dropped, stripped, tokens, stats = raw
+_STATS = (
+    "pins_tokens",
+    "tokens_kept",
+    "tokens_dropped",
+    "messages_kept",
+    "messages_dropped",
+    "orphans_removed",
+    "unanswered_removed",
+    "calls_stripped",
+    "stop_reason",
+)
+
+
+def _result(
+    messages: list[Any], raw: _core.FitOutcome, budget: int | None, counter: Counter
+) -> FitResult:
+    kept, dropped = raw.kept, raw.dropped
     chosen = [messages[i] for i in kept]
+    stripped = raw.stripped
     if stripped:
         where = {i: pos for pos, i in enumerate(kept)}
         for i, ids in stripped:
             chosen[where[i]] = _stripped(messages[i], ids)
-    if not kept:
-        tokens = 0  # an empty prompt primes no reply
-    data = dict(stats, budget=budget, tokens=tokens)
+    tokens = raw.tokens if kept else 0  # an empty prompt primes no reply
+    data: dict[str, Any] = {name: getattr(raw, name) for name in _STATS}
+    data["budget"] = budget
+    data["tokens"] = tokens
     pending = None
-    if data.get("tokens_dropped") is None:
+    if data["tokens_dropped"] is None:
         pending = (counter, messages, dropped)
-    return FitResult(chosen, kept, dropped, int(tokens), budget, FitStats(data, pending))
+    return FitResult(chosen, kept, dropped, tokens, budget, FitStats(data, pending))
 
 
 def fit(
@@ -202,7 +219,7 @@ def fit(
         keep_last_user=bool(keep_last_user),
         start_on_user=start_on is not None,
         pinned=_pins(pinned, len(msgs)),
-        unanswered=unanswered,
+        strip_unanswered=unanswered == "strip",
     )
     return _result(msgs, raw, b, c)
 
@@ -224,4 +241,5 @@ def repair(
     c = resolve_counter(counter, model)
     if not msgs:
         return _empty(None)
-    return _result(msgs, _core.repair_indices(c, msgs, unanswered=unanswered), None, c)
+    raw = _core.repair_indices(c, msgs, strip_unanswered=unanswered == "strip")
+    return _result(msgs, raw, None, c)

@@ -6,7 +6,7 @@ and encodes only the piece at the cut, so a 10 MB log costs one counting pass, n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from windowfit import _core
@@ -87,7 +87,7 @@ def truncate(
     if not 0.0 <= head_ratio <= 1.0:  # also rejects NaN
         raise ValueError(f"head_ratio must be between 0 and 1, got {head_ratio}")
     c = resolve_counter(counter, model)
-    fields = _core.truncate_text(
+    raw = _core.truncate_text(
         c,
         text,
         max_tokens=_limit("max_tokens", max_tokens),
@@ -97,13 +97,14 @@ def truncate(
         marker=marker,
         head_ratio=float(head_ratio),
     )
-    if not fields["truncated"]:
-        fields["text"] = text  # the caller's own string back, not an equal copy
+    if not raw.truncated:
+        kept = text  # the caller's own string back, not an equal copy
     else:
         # Rebuild from the caller's characters (a lone surrogate was cut as one U+FFFD):
         # input[:head_end] + marker + input[tail_start:].
-        head, tail = fields["head_end"], fields["tail_start"]
-        cut = fields["text"]
+        head, tail, cut = raw.head_end, raw.tail_start, raw.text
         marker_text = cut[head : len(cut) - (len(text) - tail)]
-        fields["text"] = text[:head] + marker_text + text[tail:]
-    return Truncation(**fields)
+        kept = text[:head] + marker_text + text[tail:]
+    values = {f.name: getattr(raw, f.name) for f in fields(Truncation)}
+    values["text"] = kept
+    return Truncation(**values)

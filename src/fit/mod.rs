@@ -1,0 +1,305 @@
+//! Budget-fitting window selection: which messages of a long history to send.
+//!
+//! The bindings reduce each message to a [`MessageInfo`] (role, token count, tool-call ids);
+//! everything here is integer work over those facts, linear in messages plus ids.
+//!
+//! Two passes:
+//! 1. **Pairing** (also [`repair`] alone). The results of a call message are the result
+//!    messages that immediately follow it, consecutively (OpenAI's rule; Anthropic
+//!    `tool_use`/`tool_result` blocks are paired the same way). A call message and its matching
+//!    results form a *unit*; every other valid message is a unit of its own. Results that do not
+//!    match the call block right before them are orphans and always dropped. Call ids without
+//!    a result make the call *unanswered*: [`Unanswered::Drop`] drops the whole unit,
+//!    [`Unanswered::Strip`] keeps the message without those call entries.
+//! 2. **Window** ([`fit`]). Pins (system/developer, the latest user turn, explicit indices) are
+//!    kept first; then whole units are added from the newest backwards while they fit, stopping
+//!    at the first one that does not. Older than the latest user turn, with
+//!    [`FitOptions::start_on_user`], the window grows by whole rounds (a user turn and what
+//!    follows it up to the next one), so it always starts on a user turn.
+//!
+//! Token sums are done in `u128` so no input can overflow them.
+
+use crate::error::{Error, Result};
+pub use crate::message::{MessageInfo, Role};
+pub use window::{count_for_window, CountOnDemand, UNCOUNTED};
+
+mod units;
+mod window;
+
+use units::{Analysis, Verdict};
+
+/// What to do with a tool call message some of whose calls have no result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unanswered {
+    /// Drop the call message and its partial results.
+    #[default]
+    Drop,
+    /// Keep the message without its unanswered call entries (dropped if nothing is left).
+    Strip,
+}
+
+/// Options of [`fit`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FitOptions {
+    /// Pin every system/developer message, in place.
+    pub keep_system: bool,
+    /// Pin the latest user turn.
+    pub keep_last_user: bool,
+    /// Older than the latest user turn, grow the window by whole rounds so it starts on a user
+    /// turn. When false, grow by units all the way.
+    pub start_on_user: bool,
+    /// Indices to pin; pinning any message of a unit pins the whole unit.
+    pub pinned: Vec<usize>,
+    pub unanswered: Unanswered,
+    /// Tokens the request costs besides its messages (`count_messages(ms) - sum(count_message)`).
+    pub reply_priming: u64,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            keep_system: true,
+            keep_last_user: true,
+            start_on_user: true,
+            pinned: Vec::new(),
+            unanswered: Unanswered::Drop,
+            reply_priming: 0,
+        }
+    }
+}
+
+/// Why the window stopped growing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StopReason {
+    /// Every valid message is kept.
+    #[default]
+    AllFit,
+    /// The next older unit (or round) did not fit in what was left of the budget.
+    Budget,
+    /// Everything from the first user turn on fit; older messages are left out so the window
+    /// starts on a user turn.
+    StartOnUser,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::AllFit => "all_fit",
+            StopReason::Budget => "budget",
+            StopReason::StartOnUser => "start_on_user",
+        }
+    }
+}
+
+/// Numbers describing a plan. Token figures exclude reply priming unless said otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FitStats {
+    /// Tokens of the pinned messages (after stripping).
+    pub pins_tokens: u64,
+    /// Tokens of the kept messages (after stripping); `FitPlan::tokens` adds reply priming.
+    pub tokens_kept: u64,
+    /// Original tokens of the dropped messages.
+    pub tokens_dropped: u64,
+    pub messages_kept: usize,
+    pub messages_dropped: usize,
+    /// Result messages dropped because they do not answer the call block right before them.
+    pub orphans_removed: usize,
+    /// Messages dropped because of unanswered calls: with `Drop` the call message and its
+    /// partial results; with `Strip` call messages left with no calls and no content.
+    pub unanswered_removed: usize,
+    /// Call entries removed from kept messages (`Strip`).
+    pub calls_stripped: usize,
+    pub stop_reason: StopReason,
+}
+
+/// The outcome of [`fit`] or [`repair`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FitPlan {
+    /// Indices of the messages to send, increasing.
+    pub kept: Vec<usize>,
+    /// The other indices, increasing; `kept` and `dropped` partition `0..n`.
+    pub dropped: Vec<usize>,
+    /// Kept messages whose unanswered call entries must be removed: (index, call ids).
+    pub stripped: Vec<(usize, Vec<String>)>,
+    /// Tokens of the kept messages (after stripping) plus reply priming.
+    pub tokens: u64,
+    pub stats: FitStats,
+}
+
+/// Cleans a history without a budget: drops orphan results and unanswered calls (or strips
+/// them), keeps everything else. `recount(i, ids)` gives message `i`'s tokens without the call
+/// entries `ids`; it is only called for messages being stripped.
+pub fn repair(
+    msgs: &[MessageInfo],
+    unanswered: Unanswered,
+    reply_priming: u64,
+    recount: &dyn Fn(usize, &[String]) -> u64,
+) -> FitPlan {
+    let mut a = Analysis::new(msgs, unanswered);
+    let keep = vec![true; a.units.len()];
+    a.assemble(&keep, reply_priming, 0, StopReason::AllFit, recount)
+}
+
+/// Picks the messages of `msgs` to send within `budget` tokens (reply priming included).
+///
+/// Errors: [`Error::Value`] when `opts.pinned` names an index out of range or a message that
+/// cannot be sent (an orphan, or a dropped unanswered call); [`Error::Budget`] when the pins
+/// plus reply priming alone exceed `budget`. `recount` is as for [`repair`].
+pub fn fit(
+    msgs: &[MessageInfo],
+    budget: u64,
+    opts: &FitOptions,
+    recount: &dyn Fn(usize, &[String]) -> u64,
+) -> Result<FitPlan> {
+    let mut a = Analysis::new(msgs, opts.unanswered);
+    let nu = a.units.len();
+    let mut slot = vec![Slot::Out; nu];
+    let latest_user = a.units.iter().rposition(|u| u.user_turn);
+
+    // The first reason a unit is pinned decides where its tokens go in the error breakdown.
+    let pin = |slot: &mut [Slot], u: usize, why: Pin| {
+        if let Some(s @ Slot::Out) = slot.get_mut(u) {
+            *s = Slot::Pinned(why);
+        }
+    };
+    if opts.keep_system {
+        for (i, m) in msgs.iter().enumerate() {
+            // A system message that cannot be sent (tool ids that do not pair) has no unit: skipped.
+            if m.role.is_system() {
+                pin(&mut slot, a.unit_of[i], Pin::System);
+            }
+        }
+    }
+    if opts.keep_last_user {
+        if let Some(l) = latest_user {
+            pin(&mut slot, l, Pin::LastUser);
+        }
+    }
+    for &p in &opts.pinned {
+        match a.verdict.get(p) {
+            None => {
+                return Err(Error::Value(format!(
+                    "pinned: index {p} is out of range for a history of {} messages",
+                    msgs.len()
+                )))
+            }
+            Some(Verdict::Orphan) => {
+                return Err(Error::Value(format!(
+                    "pinned: message {p} is an orphan tool result (it does not answer the \
+                     tool call right before it) and cannot be sent"
+                )))
+            }
+            Some(Verdict::Unanswered) => {
+                return Err(Error::Value(match opts.unanswered {
+                    Unanswered::Drop => format!(
+                        "pinned: message {p} belongs to a tool call with unanswered call ids, \
+                         which unanswered=\"drop\" removes, so it cannot be sent"
+                    ),
+                    Unanswered::Strip => format!(
+                        "pinned: message {p} is a tool call with only unanswered call ids and \
+                         no other content, so nothing of it can be sent"
+                    ),
+                }))
+            }
+            Some(Verdict::Valid) => pin(&mut slot, a.unit_of[p], Pin::Explicit),
+        }
+    }
+
+    let mut by_pin = [0u128; 3];
+    for (u, s) in slot.iter().enumerate() {
+        if let Slot::Pinned(why) = *s {
+            by_pin[why as usize] += a.cost(u, recount);
+        }
+    }
+    let pins: u128 = by_pin.iter().sum();
+    let need = pins + u128::from(opts.reply_priming);
+    if need > u128::from(budget) {
+        return Err(Error::Budget(format!(
+            "the pinned messages alone exceed the budget: {pins} tokens (system/developer {}, \
+             latest user message {}, pinned indices {}) + {} reply priming = {need} > budget {budget}",
+            by_pin[Pin::System as usize],
+            by_pin[Pin::LastUser as usize],
+            by_pin[Pin::Explicit as usize],
+            opts.reply_priming,
+        )));
+    }
+    let mut room = u128::from(budget) - need;
+
+    // Units from `floor` on grow one at a time; older ones by rounds (start_on_user). Without
+    // a user turn there is no round to start on, so everything grows by units.
+    let floor = match latest_user {
+        Some(l) if opts.start_on_user => l,
+        _ => 0,
+    };
+    let mut stopped = false;
+    for u in (floor..nu).rev() {
+        if slot[u] != Slot::Out {
+            continue;
+        }
+        let c = a.cost(u, recount);
+        if c > room {
+            stopped = true;
+            break;
+        }
+        room -= c;
+        slot[u] = Slot::Window;
+    }
+    let mut before_first_user = false;
+    if !stopped && floor > 0 {
+        // Rounds [k, end): k is a user turn, end the next one (or the latest user turn).
+        let mut end = floor;
+        for k in (0..floor).rev() {
+            if !a.units[k].user_turn {
+                continue;
+            }
+            let mut c = 0u128;
+            for (u, s) in slot.iter().enumerate().take(end).skip(k) {
+                if *s == Slot::Out {
+                    c += a.cost(u, recount);
+                }
+            }
+            if c > room {
+                stopped = true;
+                break;
+            }
+            room -= c;
+            for s in &mut slot[k..end] {
+                if *s == Slot::Out {
+                    *s = Slot::Window;
+                }
+            }
+            end = k;
+        }
+        // Units before the first user turn are never in a window that must start on one.
+        before_first_user = !stopped && slot[..end].contains(&Slot::Out);
+    }
+    let stop = if stopped {
+        StopReason::Budget
+    } else if before_first_user {
+        StopReason::StartOnUser
+    } else {
+        StopReason::AllFit
+    };
+
+    let keep: Vec<bool> = slot.iter().map(|s| *s != Slot::Out).collect();
+    Ok(a.assemble(&keep, opts.reply_priming, pins, stop, recount))
+}
+
+/// Where a unit stands in the selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Out,
+    Pinned(Pin),
+    Window,
+}
+
+/// Why a unit is pinned; the discriminant indexes the error breakdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pin {
+    System = 0,
+    LastUser = 1,
+    Explicit = 2,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+//! The one message model: what a chat message is to windowfit, whichever layer reads it.
+//!
+//! A [`Message`] is what counting needs (role, name, parts, tool calls, result ids); a
+//! [`MessageInfo`] is what selection needs (role, tokens, call and result ids). OpenAI
+//! `tool_calls` / `tool_call_id`, Anthropic `tool_use` / `tool_result` blocks and the legacy
+//! `function_call` all reduce to these two, so pairing is decided once, here and in
+//! `fit`, never per format.
+//!
+//! Pairing rule (OpenAI's, applied to every format): the results of a call message are the
+//! result messages that immediately follow it; each must answer an open id of that call.
+//! [`CallTable`] tracks one call block's ids; `fit`'s analysis turns blocks into units.
+
+use std::collections::HashMap;
+
+/// The roles a chat message may have; anything else is rejected by the readers.
+pub const ROLES: [&str; 6] = ["system", "developer", "user", "assistant", "tool", "function"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageDetail {
+    Low,
+    High,
+    Auto,
+}
+
+/// One content part, as counted.
+#[derive(Clone, Debug)]
+pub enum Part<S> {
+    Text(S),
+    Image {
+        detail: ImageDetail,
+        width: Option<u32>,
+        height: Option<u32>,
+    },
+    /// Audio, files: a documented constant.
+    Opaque,
+}
+
+#[derive(Clone, Debug)]
+pub struct ToolCall<S> {
+    pub id: S,
+    pub name: S,
+    /// The arguments as JSON text (Anthropic `input` objects are serialized by the caller).
+    pub arguments: S,
+}
+
+/// A chat message reduced to what counting and pairing need. `S` is `String` in Rust tests
+/// and a borrowed Python string in the bindings.
+#[derive(Clone, Debug)]
+pub struct Message<S> {
+    pub role: S,
+    pub name: Option<S>,
+    pub parts: Vec<Part<S>>,
+    /// OpenAI `tool_calls`, or Anthropic `tool_use` blocks.
+    pub tool_calls: Vec<ToolCall<S>>,
+    /// OpenAI `tool_call_id`, or the `tool_use_id`s of Anthropic `tool_result` blocks.
+    pub result_ids: Vec<S>,
+}
+
+impl<S: AsRef<str>> Message<S> {
+    /// Bytes of text in the message (to decide whether counting it is worth a thread).
+    pub(crate) fn text_len(&self) -> usize {
+        let parts: usize = self.parts.iter().map(|p| if let Part::Text(t) = p { t.as_ref().len() } else { 0 }).sum();
+        let calls: usize = self.tool_calls.iter().map(|c| c.arguments.as_ref().len()).sum();
+        parts + calls
+    }
+
+    /// True when the message says something besides its tool calls.
+    pub fn has_content(&self) -> bool {
+        self.parts.iter().any(|p| match p {
+            Part::Text(t) => !t.as_ref().is_empty(),
+            _ => true,
+        })
+    }
+
+    /// What selection needs to know about this message, given its token count.
+    pub fn info(&self, tokens: u64) -> MessageInfo {
+        MessageInfo {
+            role: Role::parse(self.role.as_ref()),
+            tokens,
+            call_ids: self.tool_calls.iter().map(|c| c.id.as_ref().to_string()).collect(),
+            result_ids: self.result_ids.iter().map(|r| r.as_ref().to_string()).collect(),
+            has_content: self.has_content(),
+        }
+    }
+}
+
+/// A message's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Role {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+    Function,
+    #[default]
+    Other,
+}
+
+impl Role {
+    /// The role named `name` (`Other` for a name outside [`ROLES`]).
+    pub fn parse(name: &str) -> Role {
+        match name {
+            "system" => Role::System,
+            "developer" => Role::Developer,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            "function" => Role::Function,
+            _ => Role::Other,
+        }
+    }
+
+    /// System and developer messages are instructions: pinned when `keep_system`.
+    pub fn is_system(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+/// What fitting needs to know about one message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MessageInfo {
+    pub role: Role,
+    /// This message's tokens (the counter's `count_message`).
+    pub tokens: u64,
+    /// Tool call ids this message makes: OpenAI assistant `tool_calls[*].id`, or Anthropic
+    /// `tool_use` block ids.
+    pub call_ids: Vec<String>,
+    /// Ids this message answers: an OpenAI tool message's `tool_call_id` (one), or the
+    /// `tool_use_id`s of an Anthropic-style user message's `tool_result` blocks (one or more).
+    pub result_ids: Vec<String>,
+    /// The message has content besides its tool calls (text, images...); `Default` gives
+    /// false. A call message stripped of all its calls is only kept if this is true: an empty
+    /// assistant message is an invalid request.
+    pub has_content: bool,
+}
+
+impl MessageInfo {
+    /// A user turn is a user message that is not carrying tool results.
+    pub fn is_user_turn(&self) -> bool {
+        self.role == Role::User && self.result_ids.is_empty()
+    }
+}
+
+/// State of one distinct id of the call block being paired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallState {
+    Open,
+    /// The id occurs twice in the call: no result can say which entry it answers.
+    Duplicate,
+    Answered,
+}
+
+/// The distinct call ids of one call message, in first-occurrence order. Blocks are usually
+/// a handful of ids, so lookups scan; large ones get a hash index to stay linear.
+#[derive(Default)]
+pub(crate) struct CallTable<'a> {
+    ids: Vec<(&'a str, CallState)>,
+    index: HashMap<&'a str, usize>,
+    indexed: bool,
+}
+
+impl<'a> CallTable<'a> {
+    const SCAN_MAX: usize = 8;
+
+    pub(crate) fn reset(&mut self, calls: &'a [String]) {
+        self.ids.clear();
+        self.indexed = calls.len() > Self::SCAN_MAX;
+        if self.indexed {
+            // Clearing costs the capacity: don't let one huge block tax every later one.
+            if self.index.capacity() > 4 * calls.len() {
+                self.index = HashMap::with_capacity(calls.len());
+            } else {
+                self.index.clear();
+            }
+        }
+        for id in calls {
+            match self.find(id) {
+                Some(k) => {
+                    if let Some(e) = self.ids.get_mut(k) {
+                        e.1 = CallState::Duplicate;
+                    }
+                }
+                None => {
+                    if self.indexed {
+                        self.index.insert(id, self.ids.len());
+                    }
+                    self.ids.push((id, CallState::Open));
+                }
+            }
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        if self.indexed {
+            self.index.get(id).copied()
+        } else {
+            self.ids.iter().position(|(k, _)| *k == id)
+        }
+    }
+
+    /// Marks `results` answered if every one is an open id of the call (so not a duplicate,
+    /// not already answered, not repeated in `results`); otherwise changes nothing.
+    pub(crate) fn answer(&mut self, results: &[String]) -> bool {
+        for (n, id) in results.iter().enumerate() {
+            let entry = self.find(id).and_then(|k| self.ids.get_mut(k));
+            match entry {
+                Some(e) if e.1 == CallState::Open => e.1 = CallState::Answered,
+                _ => {
+                    // Undo this message's marks: they were all open before it.
+                    for id in results.iter().take(n) {
+                        if let Some(e) = self.find(id).and_then(|k| self.ids.get_mut(k)) {
+                            e.1 = CallState::Open;
+                        }
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Distinct ids left without a result (duplicates included), in call order.
+    pub(crate) fn open(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.ids.iter().filter(|(_, s)| *s != CallState::Answered).map(|(id, _)| *id)
+    }
+
+    pub(crate) fn answered(&self) -> usize {
+        self.ids.iter().filter(|(_, s)| *s == CallState::Answered).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn roles_parse_to_their_variant_and_unknown_to_other() {
+        let parsed: Vec<Role> = ROLES.iter().map(|r| Role::parse(r)).collect();
+        assert_eq!(parsed, [Role::System, Role::Developer, Role::User, Role::Assistant, Role::Tool, Role::Function]);
+        assert_eq!(Role::parse("critic"), Role::Other);
+        assert!(Role::System.is_system() && Role::Developer.is_system() && !Role::User.is_system());
+    }
+
+    #[test]
+    fn info_carries_ids_and_content_of_every_format() {
+        // An Anthropic-style user message answering two tool_use blocks, no text.
+        let m = Message {
+            role: "user",
+            name: None,
+            parts: vec![Part::Text("")],
+            tool_calls: vec![],
+            result_ids: vec!["a", "b"],
+        };
+        let i = m.info(7);
+        assert_eq!((i.role, i.tokens, i.has_content), (Role::User, 7, false));
+        assert_eq!(i.result_ids, strs(&["a", "b"]));
+        assert!(!i.is_user_turn(), "a user message carrying results is not a user turn");
+        let call = Message {
+            role: "assistant",
+            name: None,
+            parts: vec![Part::Image { detail: ImageDetail::Low, width: None, height: None }],
+            tool_calls: vec![ToolCall { id: "c1", name: "ls", arguments: "{}" }],
+            result_ids: vec![],
+        };
+        let i = call.info(0);
+        assert_eq!(i.call_ids, strs(&["c1"]));
+        assert!(i.has_content, "an image is content");
+    }
+
+    #[test]
+    fn call_table_answers_open_ids_once_and_undoes_partial_answers() {
+        let calls = strs(&["a", "b", "a", "c"]);
+        let mut t = CallTable::default();
+        t.reset(&calls);
+        assert!(!t.answer(&strs(&["a"])), "a duplicated id cannot be answered");
+        assert!(t.answer(&strs(&["b"])));
+        assert!(!t.answer(&strs(&["c", "b"])), "b is already answered");
+        assert_eq!(t.open().collect::<Vec<_>>(), ["a", "c"], "the failed message left c open");
+        assert!(t.answer(&strs(&["c"])));
+        assert_eq!(t.answered(), 2);
+    }
+
+    #[test]
+    fn call_table_indexes_large_blocks_with_the_same_answers() {
+        let calls: Vec<String> = (0..40).map(|i| format!("id{i}")).collect();
+        let mut t = CallTable::default();
+        t.reset(&calls);
+        for id in calls.iter().rev() {
+            assert!(t.answer(std::slice::from_ref(id)));
+        }
+        assert!(!t.answer(&strs(&["id3"])));
+        assert_eq!((t.answered(), t.open().count()), (40, 0));
+    }
+}

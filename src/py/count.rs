@@ -1,0 +1,293 @@
+//! Bindings of `count`: `Counter` (any tokenizer, cached counts of texts and messages) and
+//! the tiktoken-shaped `Encoding`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use super::errors::guarded;
+use super::light;
+use super::messages::{counted_messages, extract_message, extract_text, extract_texts};
+use crate::cache::CountCache;
+use crate::count::{Counter, MessageFormat};
+use crate::error::Error;
+use crate::registry::{self, Source};
+
+/// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
+/// these arguments; a direct call with a bad pair still gets a clear error, not a default).
+fn source_of(
+    kind: &str,
+    source: Option<PathBuf>,
+    pattern: Option<String>,
+    special_tokens: Option<HashMap<String, u32>>,
+    nfc: bool,
+) -> Result<Source, Error> {
+    let need = |s: Option<PathBuf>| s.ok_or_else(|| Error::Value(format!("Counter kind {kind:?} needs a source")));
+    Ok(match kind {
+        "openai" => Source::OpenAi(need(source)?.to_string_lossy().into_owned()),
+        "tiktoken" => Source::Tiktoken {
+            path: need(source)?,
+            pattern: pattern
+                .ok_or_else(|| Error::Value("a .tiktoken vocabulary needs its pre-tokenizer pattern".into()))?,
+            special_tokens: special_tokens.unwrap_or_default().into_iter().collect(),
+            nfc,
+        },
+        "tokenizer_json" => Source::TokenizerJson(need(source)?),
+        "heuristic" => Source::Heuristic,
+        other => return Err(Error::Value(format!("unknown Counter kind {other:?}"))),
+    })
+}
+
+/// Token counter over one tokenizer, with a content-keyed cache.
+#[pyclass(module = "windowfit._core", name = "Counter", frozen, subclass)]
+pub struct PyCounter {
+    pub(crate) inner: Arc<Counter>,
+}
+
+#[pymethods]
+impl PyCounter {
+    /// Low-level constructor; `windowfit.Counter` resolves models and files into these arguments.
+    /// `kind` is "openai" (source: encoding name), "tiktoken" (source: path; pattern required),
+    /// "tokenizer_json" (source: path) or "heuristic".
+    #[new]
+    #[pyo3(signature = (kind, source=None, *, pattern=None, special_tokens=None, nfc=false, cache_entries=None,
+                        cache_bytes=None, tokens_per_message=3, tokens_per_name=1, tokens_per_tool_call=3, reply_priming=3))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        kind: &str,
+        source: Option<PathBuf>,
+        pattern: Option<String>,
+        special_tokens: Option<HashMap<String, u32>>,
+        nfc: bool,
+        cache_entries: Option<usize>,
+        cache_bytes: Option<usize>,
+        tokens_per_message: u32,
+        tokens_per_name: u32,
+        tokens_per_tool_call: u32,
+        reply_priming: u32,
+    ) -> PyResult<Self> {
+        let format = MessageFormat { tokens_per_message, tokens_per_name, tokens_per_tool_call, reply_priming };
+        let source = source_of(kind, source, pattern, special_tokens, nfc)?;
+        let (backend, shared_cache) =
+            guarded("Counter()", || py.detach(|| registry::shared(&source)).map_err(PyErr::from))?;
+        // A private cache when a bound is given; otherwise the tokenizer's shared one. The
+        // Python layer allows one bound at most; given both, entries win.
+        let cache = match (cache_entries, cache_bytes) {
+            (Some(n), _) => Arc::new(CountCache::new(n)),
+            (None, Some(b)) => Arc::new(CountCache::with_max_bytes(b)),
+            (None, None) => shared_cache,
+        };
+        Ok(Self { inner: Arc::new(Counter::new(backend, cache, format)) })
+    }
+
+    /// The tokenizer's name (encoding name or file).
+    #[getter]
+    fn encoding_name(&self) -> String {
+        self.inner.backend().name().to_string()
+    }
+
+    /// False when counts are estimates (no public tokenizer, or its package is missing).
+    #[getter]
+    fn is_exact(&self) -> bool {
+        self.inner.is_exact()
+    }
+
+    #[getter]
+    fn reply_priming(&self) -> u32 {
+        self.inner.format().reply_priming
+    }
+
+    #[getter]
+    fn tokens_per_message(&self) -> u32 {
+        self.inner.format().tokens_per_message
+    }
+
+    #[getter]
+    fn tokens_per_name(&self) -> u32 {
+        self.inner.format().tokens_per_name
+    }
+
+    #[getter]
+    fn tokens_per_tool_call(&self) -> u32 {
+        self.inner.format().tokens_per_tool_call
+    }
+
+    /// Tokens of `text` (cached by content).
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let text = extract_text(text, "text")?;
+        let s = text.as_ref();
+        guarded("count", || {
+            // Releasing the GIL costs more than counting a short text.
+            Ok(if s.len() > 16 * 1024 { py.detach(|| self.inner.count(s)) } else { self.inner.count(s) })
+        })
+    }
+
+    /// Tokens of each text; the GIL is released and large batches use all cores.
+    fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        let texts = extract_texts(texts)?;
+        guarded("count_many", || Ok(py.detach(|| self.inner.count_many(&texts))))
+    }
+
+    /// Token ids of `text` (ordinary: special-token text is plain text).
+    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let text = extract_text(text, "text")?;
+        guarded("encode", || py.detach(|| self.inner.backend().encode(text.as_ref())).map_err(PyErr::from))
+    }
+
+    /// Text of token ids; bytes that are not valid UTF-8 become U+FFFD.
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+        guarded("decode", || {
+            let bytes = py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from)?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        })
+    }
+
+    /// Bytes of token ids.
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes =
+            guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Tokens of one OpenAI-format message dict, without the reply priming.
+    fn count_message(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let m = extract_message(py, 0, message)?;
+        guarded("count_message", || Ok(self.inner.count_message(&m)))
+    }
+
+    /// Tokens of a prompt: `sum(count_message(m)) + reply_priming`.
+    fn count_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let (infos, _) = counted_messages(py, &self.inner, messages, false)?;
+        if infos.is_empty() {
+            return Ok(0); // no prompt, no reply to prime
+        }
+        Ok(infos.iter().map(|i| i.tokens as usize).sum::<usize>() + self.inner.format().reply_priming as usize)
+    }
+
+    /// Tokens of each message (without priming), in order.
+    fn count_each_message(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        let (infos, _) = counted_messages(py, &self.inner, messages, false)?;
+        Ok(infos.iter().map(|i| i.tokens as usize).collect())
+    }
+
+    /// Cache statistics: hits, misses, size (entries) and capacity.
+    fn cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.inner.cache_info();
+        let d = PyDict::new(py);
+        d.set_item("hits", info.hits)?;
+        d.set_item("misses", info.misses)?;
+        d.set_item("size", info.size)?;
+        d.set_item("capacity", info.capacity)?;
+        Ok(d)
+    }
+
+    /// Empty the count cache, and the readers' memo of string hashes with it.
+    fn clear_cache(&self, py: Python<'_>) {
+        self.inner.clear_cache();
+        light::clear(py);
+    }
+
+    /// The multiplier applied to estimates (1.0 for exact counters).
+    #[getter]
+    fn calibration(&self) -> f64 {
+        self.inner.calibration()
+    }
+
+    /// Learn from a provider's reported prompt tokens (`actual`) vs this counter's estimate.
+    fn calibrate(&self, estimated: u64, actual: u64) {
+        self.inner.calibrate(estimated, actual)
+    }
+
+    fn set_calibration(&self, factor: f64) -> PyResult<()> {
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(Error::Value(format!("calibration factor must be a positive number, got {factor}")).into());
+        }
+        self.inner.set_calibration(factor);
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Counter {} exact={}>", self.inner.backend().name(), self.inner.is_exact())
+    }
+}
+
+/// A tiktoken-shaped view of an embedded encoding: `encode`, `decode`, `count`.
+#[pyclass(module = "windowfit._core", name = "Encoding", frozen)]
+pub struct PyEncoding {
+    counter: Py<PyCounter>,
+    name: String,
+}
+
+#[pymethods]
+impl PyEncoding {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counter behind this encoding (shares its cache).
+    #[getter]
+    fn counter(&self, py: Python<'_>) -> Py<PyCounter> {
+        self.counter.clone_ref(py)
+    }
+
+    /// Token ids of `text`, equal to tiktoken's `encode_ordinary`.
+    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        self.counter.get().encode(py, text)
+    }
+
+    fn encode_ordinary(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        self.counter.get().encode(py, text)
+    }
+
+    /// Token ids of each text; the GIL is released and large batches use all cores.
+    fn encode_batch(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+        use rayon::prelude::*;
+        let texts = extract_texts(texts)?;
+        let backend = self.counter.get().inner.backend().clone();
+        guarded("encode_batch", || {
+            py.detach(|| texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>())
+                .map_err(PyErr::from)
+        })
+    }
+
+    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+        self.counter.get().decode(py, ids)
+    }
+
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+        self.counter.get().decode_bytes(py, ids)
+    }
+
+    /// `len(encode(text))`, cached by content.
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.counter.get().count(py, text)
+    }
+
+    fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+        self.counter.get().count_many(py, texts)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Encoding {:?}>", self.name)
+    }
+}
+
+/// The embedded encoding `name` ("cl100k_base" or "o200k_base").
+#[pyfunction]
+fn get_encoding(py: Python<'_>, name: &str) -> PyResult<PyEncoding> {
+    let (backend, cache) = registry::shared(&Source::OpenAi(name.to_string()))?;
+    let counter = Py::new(py, PyCounter { inner: Arc::new(Counter::new(backend, cache, MessageFormat::default())) })?;
+    Ok(PyEncoding { counter, name: name.to_string() })
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCounter>()?;
+    m.add_class::<PyEncoding>()?;
+    m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
+    Ok(())
+}

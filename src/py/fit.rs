@@ -1,0 +1,145 @@
+//! Bindings of `fit`: `fit_indices` and `repair_indices`, returning a typed `FitOutcome`.
+
+use pyo3::prelude::*;
+
+use super::count::PyCounter;
+use super::errors::guarded;
+use super::messages::{counted_messages, read_messages};
+use crate::fit::{self, count_for_window, FitOptions, FitPlan, Unanswered};
+
+/// What the core chose: indices, stripped calls, tokens and the statistics of the plan.
+/// `tokens_dropped` is None when the window search left far older messages uncounted (the
+/// Python layer counts them on demand).
+#[pyclass(module = "windowfit._core", name = "FitOutcome", frozen, get_all)]
+pub struct PyFitOutcome {
+    kept: Vec<usize>,
+    dropped: Vec<usize>,
+    stripped: Vec<(usize, Vec<String>)>,
+    tokens: u64,
+    pins_tokens: u64,
+    tokens_kept: u64,
+    tokens_dropped: Option<u64>,
+    messages_kept: usize,
+    messages_dropped: usize,
+    orphans_removed: usize,
+    unanswered_removed: usize,
+    calls_stripped: usize,
+    stop_reason: &'static str,
+}
+
+impl PyFitOutcome {
+    fn new(plan: FitPlan, dropped_known: bool) -> Self {
+        let s = plan.stats;
+        PyFitOutcome {
+            kept: plan.kept,
+            dropped: plan.dropped,
+            stripped: plan.stripped,
+            tokens: plan.tokens,
+            pins_tokens: s.pins_tokens,
+            tokens_kept: s.tokens_kept,
+            tokens_dropped: dropped_known.then_some(s.tokens_dropped),
+            messages_kept: s.messages_kept,
+            messages_dropped: s.messages_dropped,
+            orphans_removed: s.orphans_removed,
+            unanswered_removed: s.unanswered_removed,
+            calls_stripped: s.calls_stripped,
+            stop_reason: s.stop_reason.as_str(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyFitOutcome {
+    fn __repr__(&self) -> String {
+        format!(
+            "FitOutcome(kept={}, dropped={}, tokens={}, stop_reason={:?})",
+            self.kept.len(),
+            self.dropped.len(),
+            self.tokens,
+            self.stop_reason
+        )
+    }
+}
+
+fn mode(strip_unanswered: bool) -> Unanswered {
+    if strip_unanswered {
+        Unanswered::Strip
+    } else {
+        Unanswered::Drop
+    }
+}
+
+/// Select the messages to send: pins plus the longest recent window of whole tool units
+/// (and, before the latest user turn, whole rounds) within `budget`. Arguments come checked
+/// from `windowfit.fit` (pins in range, budget a non-negative int).
+#[pyfunction]
+#[pyo3(signature = (counter, messages, budget, *, keep_system=true, keep_last_user=true, start_on_user=true,
+                    pinned=Vec::new(), strip_unanswered=false))]
+#[allow(clippy::too_many_arguments)]
+fn fit_indices(
+    py: Python<'_>,
+    counter: &Bound<'_, PyCounter>,
+    messages: &Bound<'_, PyAny>,
+    budget: u64,
+    keep_system: bool,
+    keep_last_user: bool,
+    start_on_user: bool,
+    pinned: Vec<usize>,
+    strip_unanswered: bool,
+) -> PyResult<PyFitOutcome> {
+    let counter = counter.get().inner.clone();
+    let unanswered = mode(strip_unanswered);
+    let (mut infos, mut rest) = read_messages(py, &counter, messages, strip_unanswered)?;
+    let opts = FitOptions {
+        keep_system,
+        keep_last_user,
+        start_on_user,
+        pinned,
+        unanswered,
+        reply_priming: counter.format().reply_priming as u64,
+    };
+    let complete = count_for_window(&mut infos, &mut rest, budget, &opts)?;
+    let full = rest.full;
+    let plan = guarded("fit", || {
+        py.detach(|| {
+            let recount = |i: usize, skip: &[String]| -> u64 {
+                let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
+            };
+            fit::fit(&infos, budget, &opts, &recount)
+        })
+        .map_err(PyErr::from)
+    })?;
+    Ok(PyFitOutcome::new(plan, complete))
+}
+
+/// Only the orphan / unanswered-call cleaning of `fit_indices`, with no budget.
+#[pyfunction]
+#[pyo3(signature = (counter, messages, *, strip_unanswered=false))]
+fn repair_indices(
+    py: Python<'_>,
+    counter: &Bound<'_, PyCounter>,
+    messages: &Bound<'_, PyAny>,
+    strip_unanswered: bool,
+) -> PyResult<PyFitOutcome> {
+    let counter = counter.get().inner.clone();
+    let (infos, full) = counted_messages(py, &counter, messages, strip_unanswered)?;
+    let priming = counter.format().reply_priming as u64;
+    let plan = guarded("repair", || {
+        Ok(py.detach(|| {
+            let recount = |i: usize, skip: &[String]| -> u64 {
+                let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
+            };
+            fit::repair(&infos, mode(strip_unanswered), priming, &recount)
+        }))
+    })?;
+    Ok(PyFitOutcome::new(plan, true))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyFitOutcome>()?;
+    m.add_function(wrap_pyfunction!(fit_indices, m)?)?;
+    m.add_function(wrap_pyfunction!(repair_indices, m)?)?;
+    Ok(())
+}

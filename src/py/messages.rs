@@ -1,0 +1,511 @@
+//! Reading Python message dicts into the core's message model ([`crate::message`]).
+//!
+//! Two readers produce the same cache key for a message: the light one in `light` (borrowed
+//! pointers, warm path, gives up on anything unusual) and [`extract_message`] here (safe,
+//! validating, every format; its errors name the message index and field). A test proves
+//! they agree (`_message_keys`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use super::errors::{self, guarded, message_error, message_type_error, type_name};
+use super::light;
+use crate::count::{Counter, ImageDetail, KeyBuilder, Message, Part, ToolCall};
+use crate::fit::CountOnDemand;
+use crate::message::{MessageInfo, Role, ROLES};
+
+/// A Python string borrowed without copying, or its lossy UTF-8 copy when it holds lone
+/// surrogates (counted as U+FFFD, as tiktoken does).
+pub(crate) enum Text {
+    Backed(PyBackedStr),
+    Owned(String),
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        match self {
+            Text::Backed(s) => s,
+            Text::Owned(s) => s,
+        }
+    }
+}
+
+pub(crate) fn text_from_str(s: &Bound<'_, PyString>) -> Text {
+    match PyBackedStr::try_from(s.clone()) {
+        Ok(b) => Text::Backed(b),
+        Err(_) => Text::Owned(replace_surrogates(s)),
+    }
+}
+
+/// A string with lone surrogates as tiktoken reads it: each one becomes a single U+FFFD
+/// (UTF-16 with surrogatepass, decoded with replacement), so characters map one to one.
+fn replace_surrogates(s: &Bound<'_, PyString>) -> String {
+    s.call_method1("encode", ("utf-16-le", "surrogatepass"))
+        .and_then(|b| b.call_method1("decode", ("utf-16-le", "replace")))
+        .and_then(|t| t.extract::<String>())
+        .unwrap_or_else(|_| s.to_string_lossy().into_owned())
+}
+
+/// An id used for pairing calls with results. Ids are compared, not just counted, so an id
+/// with lone surrogates keeps its exact UTF-16 code units (after a NUL, which no provider
+/// id contains) instead of collapsing into U+FFFD like another id that differs only there.
+fn id_text(s: &Bound<'_, PyString>) -> Text {
+    match PyBackedStr::try_from(s.clone()) {
+        Ok(b) => Text::Backed(b),
+        Err(_) => {
+            let lossy = replace_surrogates(s);
+            let units = s
+                .call_method1("encode", ("utf-16-le", "surrogatepass"))
+                .and_then(|b| b.extract::<Vec<u8>>())
+                .unwrap_or_default();
+            let hex: String = units.iter().map(|b| format!("{b:02x}")).collect();
+            Text::Owned(format!("{lossy}\0{hex}"))
+        }
+    }
+}
+
+fn id_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> {
+    match v.cast::<PyString>() {
+        Ok(s) => Ok(id_text(s)),
+        Err(_) => Err(message_type_error(index, field, "str", v)),
+    }
+}
+
+pub(crate) fn extract_text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Text> {
+    match obj.cast::<PyString>() {
+        Ok(s) => Ok(text_from_str(s)),
+        Err(_) => Err(PyTypeError::new_err(format!("{what} must be str, not {}", type_name(obj)))),
+    }
+}
+
+pub(crate) fn extract_texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Text>> {
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err("texts must be an iterable of str, not a single str"));
+    }
+    let mut out = Vec::new();
+    for (i, item) in obj.try_iter()?.enumerate() {
+        out.push(extract_text(&item?, &format!("texts[{i}]"))?);
+    }
+    Ok(out)
+}
+
+/// `d[key]` unless missing or None. Keys are interned Python strings: building a new key
+/// object per lookup dominated the cost of reading large histories.
+fn get_opt<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(d.get_item(key)?.filter(|v| !v.is_none()))
+}
+
+fn str_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> {
+    match v.cast::<PyString>() {
+        Ok(s) => Ok(text_from_str(s)),
+        Err(_) => Err(message_type_error(index, field, "str", v)),
+    }
+}
+
+/// JSON text of a Python object, for Anthropic `tool_use.input` dicts.
+fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Text> {
+    let dumps = py.import("json")?.getattr("dumps")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("ensure_ascii", false)?;
+    kwargs.set_item("separators", (",", ":"))?;
+    let s = dumps.call((obj,), Some(&kwargs))?;
+    Ok(text_from_str(s.cast::<PyString>()?))
+}
+
+/// Every string inside an unknown part, so it is counted rather than silently ignored.
+fn collect_strings(obj: &Bound<'_, PyAny>, out: &mut Vec<Part<Text>>, depth: usize) -> PyResult<()> {
+    if depth > 32 {
+        return Ok(());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        out.push(Part::Text(text_from_str(s)));
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        for (k, v) in d.iter() {
+            if k.extract::<&str>().map(|k| k != "type").unwrap_or(true) {
+                collect_strings(&v, out, depth + 1)?;
+            }
+        }
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        for v in l.iter() {
+            collect_strings(&v, out, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<u32>> {
+    match get_opt(d, &PyString::intern(d.py(), key))? {
+        None => Ok(None),
+        Some(v) => v
+            .extract::<u32>()
+            .map(Some)
+            .map_err(|_| message_error(index, &format!("{field}.{key}"), "must be a non-negative int")),
+    }
+}
+
+fn extract_part(
+    py: Python<'_>,
+    index: usize,
+    field: &str,
+    part: &Bound<'_, PyAny>,
+    msg: &mut Message<Text>,
+) -> PyResult<()> {
+    if let Ok(s) = part.cast::<PyString>() {
+        msg.parts.push(Part::Text(text_from_str(s)));
+        return Ok(());
+    }
+    let d = part.cast::<PyDict>().map_err(|_| message_type_error(index, field, "a dict content part", part))?;
+    let kind = match get_opt(d, pyo3::intern!(d.py(), "type"))? {
+        Some(t) => str_field(index, &format!("{field}.type"), &t)?,
+        None => return Err(message_error(index, &format!("{field}.type"), "missing")),
+    };
+    match kind.as_ref() {
+        "text" | "input_text" | "output_text" => {
+            let t = get_opt(d, pyo3::intern!(d.py(), "text"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.text"), "missing"))?;
+            msg.parts.push(Part::Text(str_field(index, &format!("{field}.text"), &t)?));
+        }
+        "refusal" => {
+            if let Some(t) = get_opt(d, pyo3::intern!(d.py(), "refusal"))? {
+                msg.parts.push(Part::Text(str_field(index, &format!("{field}.refusal"), &t)?));
+            }
+        }
+        "thinking" => {
+            if let Some(t) = get_opt(d, pyo3::intern!(d.py(), "thinking"))? {
+                msg.parts.push(Part::Text(str_field(index, &format!("{field}.thinking"), &t)?));
+            }
+        }
+        "image_url" | "image" | "input_image" => {
+            let inner = match get_opt(d, pyo3::intern!(d.py(), "image_url"))? {
+                Some(v) => v.cast_into::<PyDict>().ok(),
+                None => None,
+            };
+            let src = inner.as_ref().unwrap_or(d);
+            let detail = match get_opt(src, pyo3::intern!(src.py(), "detail"))?
+                .or(get_opt(d, pyo3::intern!(d.py(), "detail"))?)
+            {
+                None => ImageDetail::Auto,
+                Some(v) => match v.extract::<&str>() {
+                    Ok("low") => ImageDetail::Low,
+                    Ok("high") => ImageDetail::High,
+                    Ok("auto") => ImageDetail::Auto,
+                    _ => {
+                        return Err(message_error(index, &format!("{field}.detail"), "must be 'low', 'high' or 'auto'"))
+                    }
+                },
+            };
+            let width = image_size(index, field, src, "width")?.or(image_size(index, field, d, "width")?);
+            let height = image_size(index, field, src, "height")?.or(image_size(index, field, d, "height")?);
+            msg.parts.push(Part::Image { detail, width, height });
+        }
+        "input_audio" | "audio" | "file" | "input_file" | "document" => msg.parts.push(Part::Opaque),
+        "tool_use" => {
+            let id = get_opt(d, pyo3::intern!(d.py(), "id"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.id"), "missing"))?;
+            let name = get_opt(d, pyo3::intern!(d.py(), "name"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.name"), "missing"))?;
+            let arguments = match get_opt(d, pyo3::intern!(d.py(), "input"))? {
+                Some(v) if v.is_instance_of::<PyString>() => str_field(index, &format!("{field}.input"), &v)?,
+                Some(v) => json_text(py, &v)?,
+                None => Text::Owned("{}".into()),
+            };
+            msg.tool_calls.push(ToolCall {
+                id: id_field(index, &format!("{field}.id"), &id)?,
+                name: str_field(index, &format!("{field}.name"), &name)?,
+                arguments,
+            });
+        }
+        "tool_result" => {
+            let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?
+                .ok_or_else(|| message_error(index, &format!("{field}.tool_use_id"), "missing"))?;
+            msg.result_ids.push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
+            match get_opt(d, pyo3::intern!(d.py(), "content"))? {
+                None => {}
+                Some(c) if c.is_instance_of::<PyString>() => {
+                    msg.parts.push(Part::Text(str_field(index, &format!("{field}.content"), &c)?))
+                }
+                Some(c) => {
+                    let list = c
+                        .cast::<PyList>()
+                        .map_err(|_| message_type_error(index, &format!("{field}.content"), "str or list", &c))?;
+                    for (j, sub) in list.iter().enumerate() {
+                        extract_part(py, index, &format!("{field}.content[{j}]"), &sub, msg)?;
+                    }
+                }
+            }
+        }
+        // Unknown part types: count every string in them rather than ignore them.
+        _ => collect_strings(d, &mut msg.parts, 0)?,
+    }
+    Ok(())
+}
+
+pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Message<Text>> {
+    let d = obj.cast::<PyDict>().map_err(|_| {
+        errors::MessageTypeError::new_err(format!(
+            "message {index}: expected a dict in OpenAI chat format, got {} (convert framework messages with windowfit.adapters)",
+            type_name(obj)
+        ))
+    })?;
+    let role_obj = get_opt(d, pyo3::intern!(d.py(), "role"))?.ok_or_else(|| message_error(index, "role", "missing"))?;
+    let role = str_field(index, "role", &role_obj)?;
+    if !ROLES.contains(&role.as_ref()) {
+        return Err(message_error(
+            index,
+            "role",
+            format!("unknown role {:?}; expected one of {}", role.as_ref(), ROLES.join(", ")),
+        ));
+    }
+    let mut msg = Message { role, name: None, parts: Vec::new(), tool_calls: Vec::new(), result_ids: Vec::new() };
+    if let Some(name) = get_opt(d, pyo3::intern!(d.py(), "name"))? {
+        msg.name = Some(str_field(index, "name", &name)?);
+    }
+    match get_opt(d, pyo3::intern!(d.py(), "content"))? {
+        None => {}
+        Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, "content", &c)?)),
+        Some(c) => {
+            let list = c
+                .cast::<PyList>()
+                .map_err(|_| message_type_error(index, "content", "str, list of parts or None", &c))?;
+            for (j, part) in list.iter().enumerate() {
+                extract_part(py, index, &format!("content[{j}]"), &part, &mut msg)?;
+            }
+        }
+    }
+    if let Some(calls) = get_opt(d, pyo3::intern!(d.py(), "tool_calls"))? {
+        let list = calls.cast::<PyList>().map_err(|_| message_type_error(index, "tool_calls", "list", &calls))?;
+        for (j, call) in list.iter().enumerate() {
+            let f = format!("tool_calls[{j}]");
+            let cd = call.cast::<PyDict>().map_err(|_| message_type_error(index, &f, "dict", &call))?;
+            let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| {
+                message_error(
+                    index,
+                    &format!("{f}.id"),
+                    "missing: every tool call needs an id to pair it with its result",
+                )
+            })?;
+            let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?
+                .ok_or_else(|| message_error(index, &format!("{f}.function"), "missing"))?;
+            let fd = func
+                .cast::<PyDict>()
+                .map_err(|_| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
+            let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?
+                .ok_or_else(|| message_error(index, &format!("{f}.function.name"), "missing"))?;
+            let arguments = match get_opt(fd, pyo3::intern!(fd.py(), "arguments"))? {
+                Some(a) => str_field(index, &format!("{f}.function.arguments"), &a)?,
+                None => Text::Owned(String::new()),
+            };
+            msg.tool_calls.push(ToolCall {
+                id: id_field(index, &format!("{f}.id"), &id)?,
+                name: str_field(index, &format!("{f}.function.name"), &name)?,
+                arguments,
+            });
+        }
+    }
+    // The legacy `function_call` (before tool_calls) is counted like a call without an id.
+    if let Some(fc) = get_opt(d, pyo3::intern!(d.py(), "function_call"))? {
+        let fd = fc.cast::<PyDict>().map_err(|_| message_type_error(index, "function_call", "dict", &fc))?;
+        for key in ["name", "arguments"] {
+            if let Some(v) = get_opt(fd, &PyString::intern(py, key))? {
+                msg.parts.push(Part::Text(str_field(index, &format!("function_call.{key}"), &v)?));
+            }
+        }
+    }
+    if let Some(id) = get_opt(d, pyo3::intern!(d.py(), "tool_call_id"))? {
+        msg.result_ids.push(id_field(index, "tool_call_id", &id)?);
+    } else if msg.role.as_ref() == "tool" {
+        return Err(message_error(index, "tool_call_id", "missing: a tool message must name the call it answers"));
+    }
+    Ok(msg)
+}
+
+/// Full messages by index, kept for recounting tool-call messages when calls are stripped.
+pub(crate) type FullMessages = HashMap<usize, Message<Text>>;
+
+/// The messages of a history still to count, read but not yet counted (a fit leaves most
+/// of a long history uncounted and re-reads it every turn, so extraction waits too), and
+/// with `keep_calls` the full form of messages making tool calls (recounted when stripped).
+pub(crate) struct Uncounted<'py> {
+    py: Python<'py>,
+    counter: Arc<Counter>,
+    keep_calls: bool,
+    /// By message index: the key and message of each one still to count.
+    slots: Vec<Option<(u128, Unread<'py>)>>,
+    left: usize,
+    pub(crate) full: FullMessages,
+}
+
+/// A message not found in the cache.
+enum Unread<'py> {
+    /// Read by the light path (which checks a subset of what full extraction checks).
+    Read(Bound<'py, PyAny>),
+    Extracted(Message<Text>),
+}
+
+impl CountOnDemand for Uncounted<'_> {
+    type Error = PyErr;
+
+    fn pending(&self) -> usize {
+        self.left
+    }
+
+    fn is_pending(&self, i: usize) -> bool {
+        self.slots.get(i).is_some_and(Option::is_some)
+    }
+
+    /// Extracts (with the GIL) and counts (without it, in parallel when there is enough new
+    /// text) the pending messages among `indices`.
+    fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize]) -> PyResult<()> {
+        let mut now = Vec::new();
+        for &i in indices {
+            if let Some((key, p)) = self.slots.get_mut(i).and_then(Option::take) {
+                let m = match p {
+                    Unread::Read(obj) => extract_message(self.py, i, &obj)?,
+                    Unread::Extracted(m) => m,
+                };
+                now.push((i, key, m));
+            }
+        }
+        self.left -= now.len();
+        if now.is_empty() {
+            return Ok(());
+        }
+        let counter = &self.counter;
+        let counts = guarded("counting", || {
+            Ok(self.py.detach(|| {
+                let refs: Vec<(u128, &Message<Text>)> = now.iter().map(|(_, k, m)| (*k, m)).collect();
+                counter.count_missing(&refs)
+            }))
+        })?;
+        for ((i, _, m), t) in now.into_iter().zip(counts) {
+            infos[i].tokens = t as u64;
+            if self.keep_calls && !m.tool_calls.is_empty() {
+                self.full.insert(i, m);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each message's `MessageInfo` with its token count. Warm messages cost a borrowed read and
+/// a hash; the others are fully extracted (with the GIL) and counted without it.
+pub(crate) fn counted_messages(
+    py: Python<'_>,
+    counter: &Arc<Counter>,
+    messages: &Bound<'_, PyAny>,
+    keep_calls: bool,
+) -> PyResult<(Vec<MessageInfo>, FullMessages)> {
+    let (mut infos, mut rest) = read_messages(py, counter, messages, keep_calls)?;
+    let all: Vec<usize> = (0..infos.len()).collect();
+    rest.count(&mut infos, &all)?;
+    Ok((infos, rest.full))
+}
+
+/// Read every message; count nothing that is not already cached.
+pub(crate) fn read_messages<'py>(
+    py: Python<'py>,
+    counter: &Arc<Counter>,
+    messages: &Bound<'py, PyAny>,
+    keep_calls: bool,
+) -> PyResult<(Vec<MessageInfo>, Uncounted<'py>)> {
+    if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "messages must be a list of message dicts, not a {}",
+            type_name(messages)
+        )));
+    }
+    let keys = light::Keys::new(py);
+    let format = counter.format();
+    let mut key_builder = KeyBuilder::new(&format);
+    let mut memo = light::memo(py);
+    let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
+    let mut missing: Vec<Option<(u128, Unread<'py>)>> = Vec::new();
+    let mut pending_count = 0usize;
+    let mut full: HashMap<usize, Message<Text>> = HashMap::new();
+    for (i, obj) in messages.try_iter()?.enumerate() {
+        let obj = obj?;
+        // SAFETY: the GIL is held and `obj` outlives the call; `read` keeps no pointers.
+        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder, &mut memo) };
+        match light {
+            Some(l) => {
+                let info = MessageInfo {
+                    role: Role::parse(l.role),
+                    tokens: 0,
+                    call_ids: l.call_ids,
+                    result_ids: l.result_ids,
+                    has_content: l.has_content,
+                };
+                let needs_full = keep_calls && !info.call_ids.is_empty();
+                match counter.cached_message(l.key) {
+                    Some(t) => {
+                        infos.push(MessageInfo { tokens: t as u64, ..info });
+                        if needs_full {
+                            full.insert(i, extract_message(py, i, &obj)?);
+                        }
+                    }
+                    None => {
+                        infos.push(info);
+                        missing.resize_with(i + 1, || None);
+                        missing[i] = Some((l.key, Unread::Read(obj)));
+                        pending_count += 1;
+                    }
+                }
+            }
+            None => {
+                let m = extract_message(py, i, &obj)?;
+                let key = m.key(&format, &[]);
+                match counter.cached_message(key) {
+                    Some(t) => {
+                        infos.push(m.info(t as u64));
+                        if keep_calls && !m.tool_calls.is_empty() {
+                            full.insert(i, m);
+                        }
+                    }
+                    None => {
+                        infos.push(m.info(0));
+                        missing.resize_with(i + 1, || None);
+                        missing[i] = Some((key, Unread::Extracted(m)));
+                        pending_count += 1;
+                    }
+                }
+            }
+        }
+    }
+    let rest = Uncounted { py, counter: counter.clone(), keep_calls, slots: missing, left: pending_count, full };
+    Ok((infos, rest))
+}
+
+/// The keys of a message by both readers: `(light, full)`, `light` None when the light
+/// reader leaves the message to the full one. For the test proving they agree.
+#[pyfunction]
+fn _message_keys(
+    py: Python<'_>,
+    counter: &Bound<'_, super::count::PyCounter>,
+    message: &Bound<'_, PyAny>,
+) -> PyResult<(Option<u128>, u128)> {
+    let format = counter.get().inner.format();
+    let full = extract_message(py, 0, message)?.key(&format, &[]);
+    let keys = light::Keys::new(py);
+    let mut builder = KeyBuilder::new(&format);
+    let mut memo = light::memo(py);
+    // SAFETY: the GIL is held and `message` outlives the call; `read` keeps no pointers.
+    let fast = unsafe { light::read(py, message.as_ptr(), &keys, &format, &mut builder, &mut memo) };
+    Ok((fast.map(|l| l.key), full))
+}
+
+/// `(strings, bytes)` held by the light reader's identity memo (for tests of `clear_cache`).
+#[pyfunction]
+fn _memo_stats(py: Python<'_>) -> (usize, usize) {
+    light::stats(py)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_message_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(_memo_stats, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,32 @@
+//! `windowfit._core`: the PyO3 bindings, one file per core module. They convert Python
+//! objects to core types and back, release the GIL around real work and map errors; the
+//! logic lives in the pure-Rust modules, where `cargo test` reaches it. Arguments arrive
+//! validated by the Python layer.
+
+mod count;
+mod errors;
+mod fit;
+mod light;
+mod messages;
+mod truncate;
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    count::register(m)?;
+    fit::register(m)?;
+    truncate::register(m)?;
+    messages::register(m)?;
+    // The error classes live in `windowfit.errors`; re-exported here for old imports.
+    m.add("BudgetError", py.get_type::<errors::BudgetError>())?;
+    m.add("InvalidMessageError", py.get_type::<errors::InvalidMessageError>())?;
+    m.add("MessageTypeError", py.get_type::<errors::MessageTypeError>())?;
+    m.add("VocabularyError", py.get_type::<errors::VocabularyError>())?;
+    m.add("UnknownEncodingError", py.get_type::<errors::UnknownEncodingError>())?;
+    m.add("ENCODINGS", PyTuple::new(py, crate::tokenize::OPENAI_ENCODINGS)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

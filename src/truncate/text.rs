@@ -1,0 +1,151 @@
+//! Text helpers: newlines, marker filling, char and short-cluster boundaries.
+
+use super::*;
+
+pub(super) fn count_newlines(s: &str) -> usize {
+    s.bytes().filter(|&b| b == b'\n').count()
+}
+
+pub(super) fn push_marker(out: &mut String, marker: &str, omitted: usize) {
+    let mut rest = marker;
+    while let Some(i) = rest.find(OMITTED_PLACEHOLDER) {
+        out.push_str(&rest[..i]);
+        out.push_str(&omitted.to_string());
+        rest = &rest[i + OMITTED_PLACEHOLDER.len()..];
+    }
+    out.push_str(rest);
+}
+
+/// The longest prefix end with at most `k` newlines (`partial`: it may end inside the next line,
+/// i.e. just before newline k+1) or whose lines are at most `k` (not `partial`: it ends right
+/// after newline k).
+pub(super) fn head_line_cap(text: &str, k: usize, partial: bool) -> usize {
+    if partial {
+        text.match_indices('\n').nth(k).map_or(text.len(), |(i, _)| i)
+    } else if k == 0 {
+        0
+    } else {
+        text.match_indices('\n').nth(k - 1).map_or(text.len(), |(i, _)| i + 1)
+    }
+}
+
+/// The smallest start whose suffix has at most `k` lines.
+pub(super) fn tail_line_floor(text: &str, k: usize) -> usize {
+    if k == 0 {
+        return text.len();
+    }
+    // Lines of text[c..] (non-empty) = newlines at or after c, plus one if the text does not
+    // end with '\n'.
+    let open_last = usize::from(!text.is_empty() && !text.ends_with('\n'));
+    let allowed = k - open_last;
+    text.rmatch_indices('\n').nth(allowed).map_or(0, |(i, _)| i + 1)
+}
+
+pub(super) fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+pub(super) fn ceil_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The char boundary after `i` (`s.len()` at the end).
+pub(super) fn next_boundary(s: &str, i: usize) -> usize {
+    s[i..].chars().next().map_or(s.len(), |c| i + c.len_utf8())
+}
+
+/// The char boundary before `i` (0 at the start).
+pub(super) fn prev_boundary(s: &str, i: usize) -> usize {
+    s[..i].chars().next_back().map_or(0, |c| i - c.len_utf8())
+}
+
+/// Clusters longer than this many chars (e.g. "zalgo" text) may be cut anywhere: keeping
+/// clusters whole is a preference, not worth losing a large part of the room.
+pub(super) const MAX_CLUSTER_CHARS: usize = 16;
+
+/// A char that belongs with the one before it: combining marks, joiners, variation selectors,
+/// emoji modifiers and tags.
+pub(super) fn extends(c: char) -> bool {
+    matches!(c,
+        '\u{200C}' | '\u{200D}'
+        | '\u{FE00}'..='\u{FE0F}'
+        | '\u{1F3FB}'..='\u{1F3FF}'
+        | '\u{E0020}'..='\u{E007F}'
+        | '\u{E0100}'..='\u{E01EF}')
+        || unicode_normalization::char::is_combining_mark(c)
+}
+
+pub(super) fn is_regional_indicator(c: char) -> bool {
+    ('\u{1F1E6}'..='\u{1F1FF}').contains(&c)
+}
+
+/// Whether cutting `s` at char boundary `i` keeps user-perceived characters whole (a cheap
+/// approximation of grapheme cluster boundaries).
+pub(super) fn is_cluster_boundary(s: &str, i: usize) -> bool {
+    let (Some(prev), Some(next)) = (s[..i].chars().next_back(), s[i..].chars().next()) else {
+        return true;
+    };
+    if extends(next) || prev == '\u{200D}' || (prev == '\r' && next == '\n') {
+        return false;
+    }
+    if is_regional_indicator(prev) && is_regional_indicator(next) {
+        // Flags pair regional indicators from the start of their run.
+        let run = s[..i].chars().rev().take(4096).take_while(|&c| is_regional_indicator(c)).count();
+        return run % 2 == 0;
+    }
+    true
+}
+
+/// The short cluster (at most [`MAX_CLUSTER_CHARS`] chars) that char boundary `i` falls
+/// strictly inside, if any.
+pub(super) fn short_cluster_around(s: &str, i: usize) -> Option<(usize, usize)> {
+    let mut chars = 0;
+    let mut start = i;
+    while !is_cluster_boundary(s, start) {
+        start = prev_boundary(s, start);
+        chars += 1;
+        if chars > MAX_CLUSTER_CHARS {
+            return None;
+        }
+    }
+    if start == i {
+        return None;
+    }
+    let mut end = i;
+    while !is_cluster_boundary(s, end) {
+        end = next_boundary(s, end);
+        chars += 1;
+        if chars > MAX_CLUSTER_CHARS {
+            return None;
+        }
+    }
+    Some((start, end))
+}
+
+/// `i`, or the start of the short cluster it falls inside.
+pub(super) fn snap_back(s: &str, i: usize) -> usize {
+    short_cluster_around(s, i).map_or(i, |(start, _)| start)
+}
+
+/// `i`, or the end of the short cluster it falls inside.
+pub(super) fn snap_forward(s: &str, i: usize) -> usize {
+    short_cluster_around(s, i).map_or(i, |(_, end)| end)
+}
+
+/// The next cut after `i` that keeps short clusters whole.
+pub(super) fn next_cluster(s: &str, i: usize) -> usize {
+    snap_forward(s, next_boundary(s, i))
+}
+
+/// The previous cut before `i` that keeps short clusters whole.
+pub(super) fn prev_cluster(s: &str, i: usize) -> usize {
+    snap_back(s, prev_boundary(s, i))
+}
