@@ -7,15 +7,7 @@ summaries of what falls out, and durable sessions. The hot paths are Rust (``win
 
 from __future__ import annotations
 
-# The core raises these; its bindings take the classes from windowfit.errors.
-from windowfit._core import (
-    BudgetError,
-    InvalidMessageError,
-    MessageTypeError,
-    UnknownEncodingError,
-    VocabularyError,
-    __version__,
-)
+from windowfit._core import __version__
 from windowfit.context import (
     Budget,
     ContextManager,
@@ -32,7 +24,14 @@ from windowfit.counting import (
     encoding_for_model,
     get_encoding,
 )
-from windowfit.errors import WindowfitError
+from windowfit.errors import (
+    BudgetError,
+    InvalidMessageError,
+    MessageTypeError,
+    UnknownEncodingError,
+    VocabularyError,
+    WindowfitError,
+)
 from windowfit.fitting import FitResult, fit, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.observation import ObservationTruncator, compact_json
