@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,7 +196,11 @@ def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[d
     objs = []
     for i, m in enumerate(items):
         try:
-            objs.append(load(m) if "lc" in m else messages_from_dict([m])[0])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # load() is marked beta
+                # a file is untrusted input: only message classes may be constructed
+                obj = _lc_load(load, m) if "lc" in m else None
+            objs.append(obj if obj is not None else messages_from_dict([m])[0])
         except Exception as exc:  # noqa: BLE001 - LangChain raises many kinds; name the message
             raise HistoryFormatError(
                 source, lines[i], f"message {i}", f"not a LangChain message dump ({exc})"
@@ -203,6 +208,13 @@ def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[d
     # one LangChain message may become several canonical ones (tool results go first)
     conv = to_canonical(objs)
     return conv.messages
+
+
+def _lc_load(load: Any, dump: Any) -> Any:
+    try:
+        return load(dump, allowed_objects="messages")
+    except TypeError:  # a langchain-core from before allowed_objects
+        return load(dump)
 
 
 def _anthropic(data: Any, items: list[Any]) -> list[dict[str, Any]]:

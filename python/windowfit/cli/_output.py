@@ -37,7 +37,11 @@ class Out:
             from rich.console import Console
             from rich.table import Table
 
-            self._console: Any = Console(file=self.file, highlight=False, soft_wrap=False)
+            # piped or captured output has no terminal width: keep tables readable in logs
+            width = None if self.file.isatty() else 160
+            self._console: Any = Console(
+                file=self.file, highlight=False, soft_wrap=False, width=width
+            )
             self._table_cls: Any = Table
         except ImportError:  # pragma: no cover - depends on the environment
             self._console = None

@@ -56,7 +56,7 @@ def _ms(v: float | None) -> str:
 
 
 def _usd(v: float | None) -> str:
-    return "-" if v is None else f"${v:,.2f}"
+    return "-" if v is None else (f"${v:,.4f}" if v < 1 else f"${v:,.2f}")
 
 
 def _overall(totals: list[dict[str, Any]]) -> dict[str, Any]:
