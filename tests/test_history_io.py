@@ -22,8 +22,16 @@ CHAT: list[dict[str, Any]] = [
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"p": "a"}'}},
-            {"id": "c2", "type": "function", "function": {"name": "read", "arguments": '{"p": "b"}'}},
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read", "arguments": '{"p": "a"}'},
+            },
+            {
+                "id": "c2",
+                "type": "function",
+                "function": {"name": "read", "arguments": '{"p": "b"}'},
+            },
         ],
     },
     {"role": "tool", "tool_call_id": "c1", "content": "alpha"},
@@ -119,8 +127,9 @@ def test_mini_swe_agent_run(tmp_path: Path) -> None:
             [c["id"] for c in r.get("tool_calls") or []],
         )
     # the final submit call is never answered: exactly what repair is for
-    assert request_problems(h.messages) == [f"{len(h.messages) - 1}: calls "
-        f"{call_ids(h.messages[-1])} unanswered at the end"]
+    assert request_problems(h.messages) == [
+        f"{len(h.messages) - 1}: calls {call_ids(h.messages[-1])} unanswered at the end"
+    ]
     lines = path.read_text(encoding="utf-8").splitlines()
     assert all(lines[ln - 1].strip() == "{" for ln in h.lines)
 

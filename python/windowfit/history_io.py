@@ -128,8 +128,7 @@ def _detect(name: str, data: Any) -> str:
     for m in dicts:
         content = m.get("content")
         if isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result")
-            for b in content
+            isinstance(b, Mapping) and b.get("type") in ("tool_use", "tool_result") for b in content
         ):
             return "anthropic"
     return "openai"
@@ -175,12 +174,16 @@ def _check_shape(items: Sequence[Any], source: str, lines: Sequence[int | None])
     for i, m in enumerate(items):
         if not isinstance(m, Mapping):
             got = type(m).__name__
-            raise HistoryFormatError(source, lines[i], f"message {i}", f"expected an object, got {got}")
+            raise HistoryFormatError(
+                source, lines[i], f"message {i}", f"expected an object, got {got}"
+            )
         if "role" not in m:
             raise HistoryFormatError(source, lines[i], f"message {i}: role", "missing")
         if not isinstance(m["role"], str):
             got = type(m["role"]).__name__
-            raise HistoryFormatError(source, lines[i], f"message {i}: role", f"expected a string, got {got}")
+            raise HistoryFormatError(
+                source, lines[i], f"message {i}: role", f"expected a string, got {got}"
+            )
 
 
 def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[dict[str, Any]]:
@@ -191,7 +194,10 @@ def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[d
         from windowfit.integrations.langchain import to_canonical
     except ImportError as exc:
         raise HistoryFormatError(
-            source, None, None, "LangChain dumps need langchain-core: pip install 'windowfit[langchain]'"
+            source,
+            None,
+            None,
+            "LangChain dumps need langchain-core: pip install 'windowfit[langchain]'",
         ) from exc
     objs = []
     for i, m in enumerate(items):

@@ -84,7 +84,9 @@ def plot(results: list[Any], path: str) -> dict[str, Any]:
     fig, axes = plt.subplots(
         len(results), 1, figsize=(width, height * len(results)), dpi=PLOT_DPI, squeeze=False
     )
-    data: dict[str, Any] = {"size_px": [int(width * PLOT_DPI), int(height * len(results) * PLOT_DPI)]}
+    data: dict[str, Any] = {
+        "size_px": [int(width * PLOT_DPI), int(height * len(results) * PLOT_DPI)]
+    }
     data["histories"] = []
     for ax, res in zip(axes[:, 0], results):
         series = res.series()

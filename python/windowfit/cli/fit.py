@@ -117,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if dropped:
         rows = [
-            [d["index"], d["line"] or "-", d["role"], f"{d['tokens']:,}", d["why"]]
-            for d in dropped
+            [d["index"], d["line"] or "-", d["role"], f"{d['tokens']:,}", d["why"]] for d in dropped
         ]
         err.table(["message", "line", "role", "tokens", "why dropped"], rows)
     return 0

@@ -252,9 +252,7 @@ def _pinned_units(
             raise ValueError(f"pinned index {p} names no message that can be sent")
         units.add(u)
     if keep_system:
-        units |= {
-            u for i in range(n) if is_system(msgs[i]) and (u := a.unit_of[i]) is not None
-        }
+        units |= {u for i in range(n) if is_system(msgs[i]) and (u := a.unit_of[i]) is not None}
     if keep_last_user:
         users = [u for u, members in enumerate(a.units) if is_user_turn(msgs[members[0]])]
         if users:

@@ -83,14 +83,22 @@ def _text_parts(t: st.SearchStrategy[str]) -> st.SearchStrategy[Msg]:
 
 _image_parts = st.one_of(
     st.builds(
-        lambda d: {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": d}},
+        lambda d: {
+            "type": "image_url",
+            "image_url": {"url": "https://example.com/cat.png", "detail": d},
+        },
         st.sampled_from(["low", "high", "auto"]),
     ),
     st.just({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}),
     st.builds(
         lambda w, h: {
             "type": "image_url",
-            "image_url": {"url": "https://example.com/big.png", "detail": "high", "width": w, "height": h},
+            "image_url": {
+                "url": "https://example.com/big.png",
+                "detail": "high",
+                "width": w,
+                "height": h,
+            },
         },
         st.integers(1, 4096),
         st.integers(1, 4096),
@@ -143,7 +151,10 @@ def histories(
     t = texts(languages)
     huge_t = huge_texts(languages)
     contents = st.one_of(
-        t, t, st.none(), st.lists(st.one_of(_text_parts(t), _text_parts(t), _image_parts), max_size=3)
+        t,
+        t,
+        st.none(),
+        st.lists(st.one_of(_text_parts(t), _text_parts(t), _image_parts), max_size=3),
     )
     out: list[Msg] = []
     serial = iter(range(10**9))
@@ -164,7 +175,9 @@ def histories(
         kinds += ["huge"]
     for kind in draw(st.lists(st.sampled_from(kinds), max_size=max_events)):
         if kind in ("system", "developer"):
-            out.append({"role": kind, "content": draw(st.one_of(t, st.lists(_text_parts(t), max_size=2)))})
+            out.append(
+                {"role": kind, "content": draw(st.one_of(t, st.lists(_text_parts(t), max_size=2)))}
+            )
         elif kind in ("user", "assistant"):
             out.append(_with_name({"role": kind, "content": draw(contents)}, draw(_names)))
         elif kind == "empty":
@@ -246,7 +259,10 @@ def _tool_groups(
         results = [{"role": "user", "content": blocks}]
     elif anthropic:
         results = [
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": output()}]}
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": i, "content": output()}],
+            }
             for i in answered
         ]
     else:
