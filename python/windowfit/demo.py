@@ -561,13 +561,12 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     final_text = "\n".join(json.dumps(m, ensure_ascii=False) for m in prepared.messages)
     kept_facts = [f for f in session.facts if f in final_text]
     price = wf.get_model("gpt-4o")
-    cached_price = price.cached_input_price or price.input_price
+    input_price = price.input_price or 0.0
+    cached_price = price.cached_input_price or input_price
     sent, shared, naive = totals["sent"], totals["shared"], totals["naive"]
 
     def cost(sent_tokens: int, shared_tokens: int) -> float:
-        return (
-            (sent_tokens - shared_tokens) * price.input_price + shared_tokens * cached_price
-        ) / 1e6
+        return ((sent_tokens - shared_tokens) * input_price + shared_tokens * cached_price) / 1e6
 
     out.line()
     out.table(

@@ -97,7 +97,11 @@ def progress(label: str, total: int, *, enabled: bool = True) -> Iterator[Callab
     except ImportError:  # pragma: no cover - depends on the environment
         enabled = False
     if not enabled:
-        yield lambda n=1: None
+
+        def nothing(n: int = 1) -> None:
+            pass
+
+        yield nothing
         return
     with Progress(
         "[progress.description]{task.description}",
@@ -108,4 +112,8 @@ def progress(label: str, total: int, *, enabled: bool = True) -> Iterator[Callab
         transient=True,
     ) as bar:
         task = bar.add_task(label, total=total)
-        yield lambda n=1: bar.advance(task, n)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance

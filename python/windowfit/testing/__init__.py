@@ -65,7 +65,13 @@ __all__ = [
     "request_problems",
     "result_ids",
     "strip_calls",
-    *_STRATEGIES,
+    # strategies (need hypothesis; imported on first use)
+    "LANGUAGES",
+    "budgets",
+    "histories",
+    "huge_texts",
+    "texts",
+    "valid_histories",
 ]
 
 

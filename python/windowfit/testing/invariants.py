@@ -383,10 +383,10 @@ def check_window(
     for i in kept:
         if not a.valid(i):
             raise WindowInvariantError("pairing", f"kept message {i} is {a.verdict[i]}")
-        u = a.unit_of[i]
-        if u is not None and not set(a.units[u]) <= keep:
+        unit = a.unit_of[i]
+        if unit is not None and not set(a.units[unit]) <= keep:
             raise WindowInvariantError(
-                "pairing", f"message {i} kept without the rest of its tool unit {a.units[u]}"
+                "pairing", f"message {i} kept without the rest of its tool unit {a.units[unit]}"
             )
 
     # (5) contiguity: from the window's start every sendable message is kept
