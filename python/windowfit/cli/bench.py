@@ -59,10 +59,15 @@ def _usd(v: float | None) -> str:
     return "-" if v is None else (f"${v:,.4f}" if v < 1 else f"${v:,.2f}")
 
 
+def _short(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[: width // 2 - 1] + "…" + name[-(width // 2) :]
+
+
 def _overall(totals: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ("calls", "whole_tokens", "sent_tokens", "prefix_tokens", "fit_sent_tokens")
     out: dict[str, Any] = {k: sum(t[k] for t in totals) for k in keys}
-    for k in ("cost_whole_cached", "cost_whole_uncached", "cost_fit_cached", "cost_cached"):
+    costs = ("cost_whole_cached", "cost_whole_uncached", "cost_fit_cached", "cost_cached")
+    for k in (*costs, "cost_uncached"):
         vals = [t[k] for t in totals]
         out[k] = None if any(v is None for v in vals) else sum(vals)
     out["prefix_reuse"] = out["prefix_tokens"] / out["sent_tokens"] if out["sent_tokens"] else 0.0
@@ -159,57 +164,43 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     out = Out()
-    rows = []
-    for t in totals:
-        rows.append(
-            [
-                t["name"][:48],
-                t["calls"],
-                f"{t['whole_tokens']:,}",
-                f"{t['sent_tokens']:,} ({t['saved']:.0%} less)",
-                f"{t['prefix_reuse']:.0%}",
-                f"{t['fit_prefix_reuse']:.0%}",
-                f"{_usd(t['cost_cached'])} / {_usd(t['cost_uncached'])}",
-                _usd(t["cost_whole_cached"]),
-                f"{_ms(t['fit_ms_p50'])} / {_ms(t['fit_ms_p99'])}",
-                f"{_ms(t['prepare_ms_p50'])} / {_ms(t['prepare_ms_p99'])}",
-                f"{_ms(t['langchain_ms_p50'])} / {_ms(t['langchain_ms_p99'])}",
-            ]
-        )
-    if len(totals) > 1:
-        rows.append(
-            [
-                "overall",
-                overall["calls"],
-                f"{overall['whole_tokens']:,}",
-                f"{overall['sent_tokens']:,} ({overall['saved']:.0%} less)",
-                f"{overall['prefix_reuse']:.0%}",
-                "",
-                _usd(overall["cost_cached"]),
-                _usd(overall["cost_whole_cached"]),
-                "",
-                "",
-                "",
-            ]
-        )
+    # one column per history (and overall), one row per figure: long names stay readable
+    cols = [*totals, overall] if len(totals) > 1 else totals
+
+    def row(label: str, fmt: Any, overall_too: bool = True) -> list[str]:
+        cells = [fmt(t) for t in totals]
+        if len(totals) > 1:
+            cells.append(fmt(overall) if overall_too else "")
+        return [label, *cells]
+
+    def pair(a: str, b: str) -> Any:
+        return lambda t: f"{_ms(t[a])} / {_ms(t[b])}"
+
+    rows = [
+        row("model calls", lambda t: f"{t['calls']:,}"),
+        row("tokens, whole history each call", lambda t: f"{t['whole_tokens']:,}"),
+        row(
+            "tokens sent (ContextManager)",
+            lambda t: f"{t['sent_tokens']:,} ({t['saved']:.0%} less)",
+        ),
+        row("  prefix reused (cacheable)", lambda t: f"{t['prefix_reuse']:.0%}"),
+        row("tokens sent (fit)", lambda t: f"{t['fit_sent_tokens']:,}"),
+        row("  prefix reused", lambda t: f"{t['fit_prefix_reuse']:.0%}", False),
+        row("input cost, manager, cached", lambda t: _usd(t["cost_cached"])),
+        row("  uncached", lambda t: _usd(t["cost_uncached"])),
+        row("  fit, cached", lambda t: _usd(t["cost_fit_cached"])),
+        row("  whole history, cached", lambda t: _usd(t["cost_whole_cached"])),
+        row("fit ms p50 / p99", pair("fit_ms_p50", "fit_ms_p99"), False),
+        row("prepare ms p50 / p99", pair("prepare_ms_p50", "prepare_ms_p99"), False),
+        row("trim_messages ms p50 / p99", pair("langchain_ms_p50", "langchain_ms_p99"), False),
+    ]
     r0 = results[0]
+    names = [_short(t["name"]) for t in totals] + (["overall"] if len(cols) > len(totals) else [])
     out.table(
-        [
-            "history",
-            "calls",
-            "whole history",
-            "sent (manager)",
-            "prefix reuse",
-            "fit reuse",
-            "cost cached / uncached",
-            "whole, cached",
-            "fit ms p50/p99",
-            "prepare ms p50/p99",
-            "trim_messages ms p50/p99",
-        ],
+        ["", *names],
         rows,
         title=(
-            f"{args.model}: window {r0.context_window:,}, prompt budget {r0.budget:,}; tokens "
+            f"{r0.model}: window {r0.context_window:,}, prompt budget {r0.budget:,}; tokens "
             "summed over every model call; input cost at the model's list prices"
         ),
     )

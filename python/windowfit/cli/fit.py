@@ -52,6 +52,36 @@ def _why(message: dict[str, Any], repaired: set[int], index: int) -> str:
     return "outside the window (budget)"
 
 
+def _runs(dropped: list[dict[str, Any]]) -> list[list[Any]]:
+    """Table rows: consecutive messages dropped for the same reason share one row."""
+    rows: list[list[Any]] = []
+    group: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        first, last = group[0], group[-1]
+        span = str(first["index"]) if len(group) == 1 else f"{first['index']}-{last['index']}"
+        lines = (
+            "-"
+            if first["line"] is None
+            else str(first["line"])
+            if len(group) == 1
+            else f"{first['line']}-{last['line']}"
+        )
+        roles = sorted({d["role"] for d in group})
+        tokens = sum(d["tokens"] for d in group)
+        rows.append([span, lines, ", ".join(roles), f"{tokens:,}", first["why"]])
+        group.clear()
+
+    for d in dropped:
+        if group and (d["index"] != group[-1]["index"] + 1 or d["why"] != group[-1]["why"]):
+            flush()
+        group.append(d)
+    flush()
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     import windowfit as wf
     from windowfit.history_io import dump_history
@@ -116,8 +146,5 @@ def run(args: argparse.Namespace) -> int:
         f"{args.model}); stopped: {report['stop_reason']}"
     )
     if dropped:
-        rows = [
-            [d["index"], d["line"] or "-", d["role"], f"{d['tokens']:,}", d["why"]] for d in dropped
-        ]
-        err.table(["message", "line", "role", "tokens", "why dropped"], rows)
+        err.table(["messages", "lines", "role", "tokens", "why dropped"], _runs(dropped))
     return 0
