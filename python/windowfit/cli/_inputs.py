@@ -3,11 +3,12 @@ name the file (and for histories the line and field)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CommandError", "make_counter", "read_history", "read_text"]
+__all__ = ["CommandError", "add_format_argument", "make_counter", "read_history", "read_text"]
 
 
 class CommandError(Exception):
@@ -27,6 +28,14 @@ def read_text(path: str) -> tuple[str, bool]:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", 1) from e
     text = raw.decode("utf-8", errors="replace")
     return text, not ("\ufffd" in text and "\ufffd".encode() not in raw)
+
+
+def add_format_argument(parser: argparse.ArgumentParser) -> None:
+    from windowfit.history_io import FORMATS
+
+    parser.add_argument(
+        "--format", choices=FORMATS, help="the history's shape (default: detected from the file)"
+    )
 
 
 def read_history(path: str, fmt: str | None = None) -> Any:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from windowfit.cli._inputs import CommandError, read_history
+from windowfit.cli._inputs import CommandError, add_format_argument, read_history
 from windowfit.cli._output import Out, print_json, progress
 
 __all__ = ["add_parser", "plot", "run"]
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", "-m", default="gpt-4o", help="count and price for this model")
     p.add_argument("--context-window", type=int, help="window to manage (default: the model's)")
     p.add_argument("--output-reserve", type=int, help="tokens kept for the reply")
-    p.add_argument("--format", help="history format (default: detected per file)")
+    add_format_argument(p)
     p.add_argument("--no-langchain", action="store_true", help="skip the trim_messages timing")
     p.add_argument("--plot", metavar="PNG", help="draw tokens per call (needs windowfit[plot])")
     p.add_argument("--json", action="store_true", help="print per-history and overall figures")

@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import Any
 
-from windowfit.cli._inputs import make_counter, read_history, read_text
+from windowfit.cli._inputs import add_format_argument, make_counter, read_history, read_text
 from windowfit.cli._output import Out, print_json, progress
 
 __all__ = ["add_parser", "run"]
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="read each file as a chat history and count it as a request (message overhead "
         "included)",
     )
-    p.add_argument("--format", help="history format for --messages (default: detected)")
+    add_format_argument(p)
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=run)
 

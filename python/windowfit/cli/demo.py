@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from windowfit.cli._inputs import read_history
+from windowfit.cli._inputs import add_format_argument, read_history
 
 __all__ = ["add_parser", "run"]
 
@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "demo", help="count, fit, truncate and manage the bundled sample session or your own"
     )
     p.add_argument("--history", metavar="FILE", help="run the showcase on this chat history")
-    p.add_argument("--format", help="history format (default: detected)")
+    add_format_argument(p)
     p.set_defaults(func=run)
 
 

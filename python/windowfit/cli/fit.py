@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from windowfit.cli._inputs import CommandError, make_counter, read_history
+from windowfit.cli._inputs import CommandError, add_format_argument, make_counter, read_history
 from windowfit.cli._output import Out, print_json
 
 __all__ = ["add_parser", "run"]
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("history", help="chat history file (JSON, JSONL, ...), or - for stdin")
     p.add_argument("--budget", "-b", type=int, required=True, help="token budget of the prompt")
     p.add_argument("--model", "-m", default="gpt-4o", help="count with this model (gpt-4o)")
-    p.add_argument("--format", help="history format (default: detected)")
+    add_format_argument(p)
     p.add_argument("--output", "-o", help="write the fitted history here (.jsonl: one per line)")
     p.add_argument("--jsonl", action="store_true", help="write JSONL (default for .jsonl names)")
     p.add_argument(

@@ -21,25 +21,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from windowfit.testing.invariants import (
-    INVARIANTS,
-    Analysis,
-    WindowInvariantError,
-    analyze,
-    call_ids,
-    check_window,
-    has_content,
-    is_system,
-    is_user_turn,
-    pins_tokens,
-    priming,
-    request_problems,
-    result_ids,
-    strip_calls,
-)
+from windowfit.testing import invariants as _invariants
+from windowfit.testing.invariants import *  # noqa: F403 - the checker is the package's API
 
 if TYPE_CHECKING:
-    from windowfit.testing.strategies import (
+    from windowfit.testing.strategies import (  # noqa: F401
         LANGUAGES,
         budgets,
         histories,
@@ -48,35 +34,13 @@ if TYPE_CHECKING:
         valid_histories,
     )
 
+# the strategies import hypothesis: only when asked for, so the checker works without it
 _STRATEGIES = ("LANGUAGES", "budgets", "histories", "huge_texts", "texts", "valid_histories")
 
-__all__ = [
-    "INVARIANTS",
-    "Analysis",
-    "WindowInvariantError",
-    "analyze",
-    "call_ids",
-    "check_window",
-    "has_content",
-    "is_system",
-    "is_user_turn",
-    "pins_tokens",
-    "priming",
-    "request_problems",
-    "result_ids",
-    "strip_calls",
-    # strategies (need hypothesis; imported on first use)
-    "LANGUAGES",
-    "budgets",
-    "histories",
-    "huge_texts",
-    "texts",
-    "valid_histories",
-]
+__all__ = [*_invariants.__all__, *_STRATEGIES]
 
 
 def __getattr__(name: str) -> Any:
-    # the strategies import hypothesis: only when asked for, so the checker works without it
     if name in _STRATEGIES:
         try:
             from windowfit.testing import strategies
