@@ -80,6 +80,7 @@ def test_langchain_dumps_round_trip(tmp_path: Path) -> None:
         assert [result_ids(m) for m in h.messages] == [result_ids(m) for m in CHAT]
         # the same request: LangChain keeps contents and arguments, so the counts agree
         assert C.count_messages(h.messages) == C.count_messages(CHAT)
+        assert len(h.lines) == len(CHAT) and all(isinstance(ln, int) for ln in h.lines)
 
 
 def test_anthropic_request(tmp_path: Path) -> None:
@@ -104,12 +105,16 @@ def test_anthropic_request(tmp_path: Path) -> None:
         ],
     }
     for name, data in (("req.json", req), ("list.json", req["messages"])):
-        h = load_history(write(tmp_path, name, json.dumps(data)))
+        h = load_history(write(tmp_path, name, json.dumps(data, indent=1)))
         assert h.format == "anthropic"
         assert request_problems(h.messages) == []
         assert sum(map(len, map(call_ids, h.messages))) == 1
         assert sum(map(len, map(result_ids, h.messages))) == 1
         assert (h.messages[0]["role"] == "system") == (name == "req.json")
+        # each message points at the line of the turn it came from (the system prompt: none)
+        text = (tmp_path / name).read_text().splitlines()
+        assert all(ln is None or text[ln - 1].strip() == "{" for ln in h.lines)
+        assert sum(ln is None for ln in h.lines) == (name == "req.json")
         assert h.messages[-1]["role"] == "user"  # the user's own text follows the tool result
 
 

@@ -58,7 +58,8 @@ class History:
     messages: list[dict[str, Any]]
     source: str
     format: str
-    #: file line of each message (1-based; None when the shape has no line per message)
+    #: file line of each message (1-based; None for one the file does not hold, such as an
+    #: Anthropic top-level system prompt)
     lines: list[int | None]
 
 
@@ -186,7 +187,7 @@ def _check_shape(items: Sequence[Any], source: str, lines: Sequence[int | None])
             )
 
 
-def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[dict[str, Any]]:
+def _langchain(items: list[Any], source: str, lines: list[int | None]) -> Any:
     try:
         from langchain_core.load import load
         from langchain_core.messages import messages_from_dict
@@ -212,8 +213,12 @@ def _langchain(items: list[Any], source: str, lines: list[int | None]) -> list[d
                 source, lines[i], f"message {i}", f"not a LangChain message dump ({exc})"
             ) from exc
     # one LangChain message may become several canonical ones (tool results go first)
-    conv = to_canonical(objs)
-    return conv.messages
+    return to_canonical(objs)
+
+
+def _item_lines(conv: Any, lines: Sequence[int | None]) -> list[int | None]:
+    """The file line of each converted message: the line of the item it came from."""
+    return [lines[refs[0][0]] if refs else None for refs in conv.origins]
 
 
 def _lc_load(load: Any, dump: Any) -> Any:
@@ -223,11 +228,11 @@ def _lc_load(load: Any, dump: Any) -> Any:
         return load(dump)
 
 
-def _anthropic(data: Any, items: list[Any]) -> list[dict[str, Any]]:
+def _anthropic(data: Any, items: list[Any]) -> Any:
     from windowfit.adapters import from_anthropic
 
     system = data.get("system") if isinstance(data, Mapping) else None
-    return from_anthropic(items, system=system).messages
+    return from_anthropic(items, system=system)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -309,16 +314,17 @@ def load_history(
     if fmt == "jsonl" and not is_jsonl:
         items, lines = _read_jsonl(text, source)
     if fmt == "langchain":
-        messages = _langchain(items, source, lines)
-        return History(messages, source, fmt, [None] * len(messages))
+        conv = _langchain(items, source, lines)
+        return History(conv.messages, source, fmt, _item_lines(conv, lines))
     _check_shape(items, source, lines)
     if fmt == "mini-swe-agent":
         kept = [(m, ln) for m, ln in zip(items, lines) if m["role"] != "exit"]
         messages = [_chat_only(m) for m, _ in kept]
         lines = [ln for _, ln in kept]
     elif fmt == "anthropic":
-        messages = _anthropic(data, items)
-        lines = [None] * len(messages)  # a user turn may split into several messages
+        # a user turn may split into several messages: each keeps its turn's line
+        conv = _anthropic(data, items)
+        messages, lines = conv.messages, _item_lines(conv, lines)
     else:
         messages = [dict(m) for m in items]
     _validate(messages, source, lines)

@@ -2,13 +2,13 @@
 pytest fixtures (``pip install 'windowfit[testing]'``).
 
 ```python
-from hypothesis import given
+from hypothesis import given, strategies as st
 from windowfit.testing import budgets, check_window, histories
 
 @given(data=st.data())
-def test_my_trim(data, wf_counter):
+def test_my_trim(data, wf_counter):             # wf_counter: the pytest plugin's fixture
     msgs = data.draw(histories())
-    budget = data.draw(budgets(msgs, wf_counter))
+    budget = data.draw(budgets(msgs, wf_counter, feasible=True))
     check_window(msgs, my_trim(msgs, budget), budget, wf_counter)
 ```
 
