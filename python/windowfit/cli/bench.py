@@ -100,6 +100,10 @@ def plot(results: list[Any], path: str) -> dict[str, Any]:
             label, color, dash = _STYLE[key]
             ax.plot(calls, values, label=label, color=color, linestyle=dash, linewidth=1.2)
         ax.axhline(res.budget, color="tab:red", linewidth=0.8, linestyle=":", label="budget")
+        if max(series["whole_history"], default=0) > 4 * res.budget:
+            # a history far past the window would flatten the prompt's own lines
+            ax.set_yscale("symlog", linthresh=1000)
+            ax.set_ylim(bottom=0)
         ax.set_title(f"{res.name} — {res.model}, window {res.context_window:,}", fontsize=9)
         ax.set_xlabel("model call")
         ax.set_ylabel("tokens")
