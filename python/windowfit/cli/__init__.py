@@ -1,4 +1,4 @@
-"""The ``windowfit`` command line: count, fit, bench, models, demo, truncate, session, usage.
+"""The windowfit command line: count, fit, bench, models, demo, truncate, session, usage.
 
 One module per command, each with ``add_parser(sub)`` registering its arguments and a ``run``
 function; output goes through ``rich`` when installed, plain text otherwise, and ``--json``
