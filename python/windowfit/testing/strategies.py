@@ -204,6 +204,7 @@ def histories(
                         parallel=parallel,
                         unanswered=unanswered,
                         orphans=orphans,
+                        system_mid=system_mid,
                     )
                 )
             )
@@ -221,6 +222,7 @@ def _tool_groups(
     parallel: int,
     unanswered: bool,
     orphans: bool,
+    system_mid: bool,
 ) -> list[Msg]:
     """One assistant message making 1..parallel calls, then its results."""
     ids = [new_id() for _ in range(draw(st.integers(1, max(1, parallel))))]
@@ -273,15 +275,13 @@ def _tool_groups(
         results.insert(draw(st.integers(1, len(results))), dup)
     if orphans and results and draw(st.integers(0, 5)) == 0:
         # something slipped in between the call and (some of) its results
-        intruder = draw(
-            st.sampled_from(
-                [
-                    {"role": "user", "content": "interrupting"},
-                    {"role": "system", "content": "mid-call instructions"},
-                    {"role": "assistant", "content": "thinking out loud"},
-                ]
-            )
-        )
+        intruders = [
+            {"role": "user", "content": "interrupting"},
+            {"role": "assistant", "content": "thinking out loud"},
+        ]
+        if system_mid:
+            intruders.append({"role": "system", "content": "mid-call instructions"})
+        intruder = draw(st.sampled_from(intruders))
         results.insert(draw(st.integers(0, len(results))), dict(intruder))
     return [call, *results]
 
