@@ -7,9 +7,23 @@ export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: demo test test-rust test-python dev release bench services lint lint-rust lint-python clean
 
-## demo: build into .venv and run `windowfit demo` on the embedded sample session
+# the shared real agent runs, next to the repository (or to its worktree)
+AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
+AGENT_RUN ?= output_deepseek_chat_test_1-100_django__django-13658_django__django-13658.traj.json
+DEMO_OUT ?= demo-out
+
+## demo: build into .venv, run `windowfit demo` on the embedded sample session, then `bench` on
+## the sample and (when the shared agent runs are present) on one real run, with its plot
 demo: dev
 	$(VENV)/bin/windowfit demo
+	mkdir -p $(DEMO_OUT)
+	$(VENV)/bin/windowfit bench --sample --context-window 16000 --plot $(DEMO_OUT)/bench-sample.png
+	@if [ -n "$(AGENT_RUNS)" ] && [ -f "$(AGENT_RUNS)" ]; then \
+	  tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  tar -xzf "$(AGENT_RUNS)" -C "$$tmp" "$(AGENT_RUN)" && \
+	  $(VENV)/bin/windowfit bench "$$tmp/$(AGENT_RUN)" --model deepseek-chat \
+	    --context-window 16000 --plot $(DEMO_OUT)/bench-agent-run.png; \
+	else echo "(shared/data/agent-sessions not present: skipping the real agent run)"; fi
 
 ## test: lint, cargo tests, pytest (property tests, references, real servers on loopback)
 test: test-rust test-python

@@ -30,6 +30,7 @@ from _histories import (
 )
 from hypothesis import event, given
 from hypothesis import strategies as st
+from windowfit.testing import budgets, check_window
 
 COUNTERS = {
     "cl100k": wf.Counter(encoding="cl100k_base"),
@@ -69,24 +70,7 @@ def cases(
             if n and draw(st.integers(0, 3)) == 0
             else [],
         }
-    total = counter.count_messages(msgs) if msgs else 0
-    # budgets from 0 to above the total, dense around the pins and the total
-    try:
-        e = expect(msgs, 10**12, counter, **opts)
-        floor = e.pins_tokens + e.priming
-    except PinError:
-        floor = 0
-    between = st.integers(floor, max(floor, total))
-    budget = draw(
-        st.one_of(
-            st.integers(0, total + 50),
-            st.integers(max(0, floor - 1), floor + 2),
-            st.integers(max(0, total - 3), total + 3),
-            between,
-            between,
-            between,
-        )
-    )
+    budget = draw(budgets(msgs, counter, **opts))
     return Case(msgs, budget, opts, counter)
 
 
@@ -356,6 +340,19 @@ def test_matches_reference_selection(enc: str, data: st.DataObject) -> None:
     assert (r.kept, r.stats["stop_reason"]) == (e.kept, e.stop_reason)
 
 
+@ENCODINGS
+@SETTINGS
+@given(data=st.data())
+def test_check_window_accepts_every_fit(enc: str, data: st.DataObject) -> None:
+    """The public checker users run on their own windows passes every window fit returns
+    (BudgetError included): it and fit agree on every invariant."""
+    case = data.draw(cases(COUNTERS[enc]))
+    e, r = run(case)
+    if e is None:  # a pin naming a message that cannot be sent
+        return
+    check_window(case.messages, r, case.budget, case.counter, **case.options)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_default_options_large_histories(data: st.DataObject) -> None:
@@ -365,8 +362,7 @@ def test_default_options_large_histories(data: st.DataObject) -> None:
     if r is None:
         return
     assert (r.kept, r.stats["stop_reason"]) == (e.kept, e.stop_reason)
-    assert request_problems(r.messages) == []
-    assert r.tokens == case.counter.count_messages(r.messages) <= case.budget
+    check_window(case.messages, r, case.budget, case.counter)
 
 
 # ---------------------------------------------------------------- unanswered="strip"

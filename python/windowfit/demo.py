@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-__all__ = ["PLANTED_FACTS", "SimulatedSession", "run_demo", "simulate_session"]
+from windowfit.cli._output import Out as _Out
+
+__all__ = [
+    "PLANTED_FACTS",
+    "SimulatedSession",
+    "run_demo",
+    "session_from_history",
+    "simulate_session",
+]
 
 # ---------------------------------------------------------------------------------------------
 # The simulated agent session
@@ -279,65 +287,22 @@ def simulate_session(turns: int = 300, *, seed: int = 7, big_every: int = 9) -> 
     )
 
 
+def session_from_history(messages: Sequence[dict[str, Any]]) -> SimulatedSession:
+    """A recorded history as a session to replay: the model was called before each of its
+    assistant messages (and at the end, unless the history ends on the model's answer)."""
+    from windowfit.replay import call_points
+
+    msgs = list(messages)
+    calls = call_points(msgs)
+    # an agent run may be one user turn and hundreds of calls: each call counts as a turn
+    return SimulatedSession(
+        messages=msgs, calls=calls, call_turns=list(range(len(calls))), turns=len(calls)
+    )
+
+
 # ---------------------------------------------------------------------------------------------
-# Output: rich when available, plain text otherwise
+# Output: the command line's (rich when available, plain text otherwise)
 # ---------------------------------------------------------------------------------------------
-
-
-class _Out:
-    def __init__(self) -> None:
-        try:
-            from rich.console import Console
-            from rich.table import Table
-
-            self._console = Console(highlight=False)
-            self._table_cls = Table
-        except ImportError:  # pragma: no cover - depends on the environment
-            self._console = None
-            self._table_cls = None
-
-    def heading(self, text: str) -> None:
-        if self._console is not None:
-            self._console.rule(f"[bold]{text}")
-        else:
-            print(f"\n== {text} " + "=" * max(0, 70 - len(text)))
-
-    def line(self, text: str = "", style: str | None = None) -> None:
-        if self._console is not None:
-            self._console.print(text, style=style, markup=False) if style else self._console.print(
-                text, markup=False
-            )
-        else:
-            print(text)
-
-    def table(
-        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
-    ) -> None:
-        cells = [[str(c) for c in row] for row in rows]
-        if self._table_cls is not None:
-            from rich.markup import escape
-
-            table = self._table_cls(title=title, title_justify="left")
-            for k, col in enumerate(columns):
-                table.add_column(escape(col), justify="left" if k == 0 else "right")
-            for row in cells:
-                table.add_row(*(escape(c) for c in row))
-            self._console.print(table)
-            return
-        if title:
-            print(title)
-        widths = [
-            max(len(str(col)), *(len(r[k]) for r in cells)) if cells else len(col)
-            for k, col in enumerate(columns)
-        ]
-        print("  ".join(str(col).ljust(w) for col, w in zip(columns, widths)))
-        for row in cells:
-            print(
-                "  ".join(
-                    c.ljust(w) if k == 0 else c.rjust(w)
-                    for k, (c, w) in enumerate(zip(row, widths))
-                )
-            )
 
 
 def _sample_text() -> str:
@@ -396,13 +361,14 @@ def _counting_table() -> tuple[list[str], list[list[Any]]] | None:
     return columns, rows
 
 
-def _fit_section(out: _Out, session: SimulatedSession) -> None:
+def _fit_section(out: _Out, session: SimulatedSession, whole: bool = False) -> None:
     import windowfit as wf
 
     counter = wf.Counter(model="gpt-4o")
-    # the history as the agent sees it when a new user request arrives (about turn 50)
-    end = max(k for k in session.calls[:121] if session.messages[k - 1]["role"] == "user")
-    history = session.messages[:end]
+    # the sample: the history as the agent sees it when a new user request arrives (about
+    # turn 50); a user's own history: all of it
+    asks = [k for k in session.calls[:121] if session.messages[k - 1]["role"] == "user"]
+    history = session.messages if whole or not asks else session.messages[: max(asks)]
     total = counter.count_messages(history)
     out.line(
         f"A history of {len(history)} messages, {total:,} tokens, fitted to a few budgets "
@@ -430,16 +396,19 @@ def _truncate_section(out: _Out, session: SimulatedSession) -> None:
     import windowfit as wf
 
     counter = wf.Counter(model="gpt-4o")
-    big = max(
-        (m for m in session.messages if m.get("role") == "tool"), key=lambda m: len(m["content"])
-    )
-    text = big["content"]
+    texts = [m["content"] for m in session.messages if isinstance(m.get("content"), str)]
+    tool_texts = [m["content"] for m in session.messages if m.get("role") == "tool"]
+    candidates = [t for t in tool_texts if isinstance(t, str)] or texts
+    if not candidates:
+        out.line("(no text message to truncate)")
+        return
+    text = max(candidates, key=len)
     truncate = getattr(wf, "truncate", None)
     if truncate is None:
         out.line("(truncate is not available in this build)")
         return
     out.line(
-        f"The biggest tool output of the session: {counter.count(text):,} tokens, "
+        f"The biggest {'tool output' if tool_texts else 'message'} of the session: {counter.count(text):,} tokens, "
         f"{len(text.splitlines()):,} lines. Cut to 300 tokens three ways:"
     )
     original = text.splitlines()
@@ -530,11 +499,17 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     cm = manager(True)
     limit = cm.context_window - cm.output_reserve
     tool_results = sum(1 for m in session.messages if m.get("role") == "tool")
+    what = (
+        f"{session.turns} turns in English and Chinese, {tool_results} tool results (a big one "
+        f"every 9th turn), {len(session.facts)} facts planted in the first 20 turns and never "
+        "repeated."
+        if session.facts
+        else f"{len(session.messages)} messages, {session.turns} model calls (one row per 15), "
+        f"{tool_results} tool results."
+    )
     out.line(
-        f"{session.turns} turns in English and Chinese, {tool_results} tool results (a big one every "
-        f"9th turn), {len(session.facts)} facts planted in the first 20 turns and never repeated. "
-        f"Window: {cm.context_window:,} tokens, {cm.output_reserve:,} kept for the reply. "
-        "Extractive summaries, stable prefix."
+        f"{what} Window: {cm.context_window:,} tokens, {cm.output_reserve:,} kept for the "
+        "reply. Extractive summaries, stable prefix."
     )
     out.line(
         "prompt: █ system  ▓ summary  ░ recent messages  · free    cached: share of the tokens "
@@ -586,13 +561,12 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     final_text = "\n".join(json.dumps(m, ensure_ascii=False) for m in prepared.messages)
     kept_facts = [f for f in session.facts if f in final_text]
     price = wf.get_model("gpt-4o")
-    cached_price = price.cached_input_price or price.input_price
+    input_price = price.input_price or 0.0
+    cached_price = price.cached_input_price or input_price
     sent, shared, naive = totals["sent"], totals["shared"], totals["naive"]
 
     def cost(sent_tokens: int, shared_tokens: int) -> float:
-        return (
-            (sent_tokens - shared_tokens) * price.input_price + shared_tokens * cached_price
-        ) / 1e6
+        return ((sent_tokens - shared_tokens) * input_price + shared_tokens * cached_price) / 1e6
 
     out.line()
     out.table(
@@ -624,8 +598,12 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
                 "prepare() mean / worst",
                 f"{totals['elapsed'] / max(totals['calls'], 1):.2f} / {totals['worst']:.0f} ms",
             ],
-            ["planted facts in the final prompt", f"{len(kept_facts)} of {len(session.facts)}"],
-        ],
+        ]
+        + (
+            [["planted facts in the final prompt", f"{len(kept_facts)} of {len(session.facts)}"]]
+            if session.facts
+            else []
+        ),
     )
     missing = [f for f in session.facts if f not in kept_facts]
     if missing:
@@ -646,8 +624,9 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     return len(kept_facts)
 
 
-def run_demo() -> int:
-    """Run the showcase; returns the process exit code."""
+def run_demo(history: Sequence[dict[str, Any]] | None = None, *, name: str = "") -> int:
+    """Run the showcase on the bundled sample, or on ``history`` (canonical messages read
+    from ``name``); returns the process exit code."""
     try:
         import windowfit as wf  # noqa: F401 - fail early with a clear message
     except ImportError as exc:  # pragma: no cover - broken install
@@ -655,7 +634,9 @@ def run_demo() -> int:
         return 1
     t_start = time.perf_counter()
     out = _Out()
-    session = simulate_session(300)
+    session = simulate_session(300) if history is None else session_from_history(history)
+    if history is not None:
+        out.line(f"Your history: {name or 'given'} ({len(session.messages)} messages)")
 
     out.heading("1. Counting a multilingual sample")
     table = _counting_table()
@@ -664,12 +645,16 @@ def run_demo() -> int:
         out.table(columns, rows)
 
     out.heading("2. Fitting a long history to a budget")
-    _fit_section(out, session)
+    _fit_section(out, session, whole=history is not None)
 
     out.heading("3. Truncating a big tool output")
     _truncate_section(out, session)
 
-    out.heading("4. A long agent session under a small window")
+    out.heading(
+        "4. A long agent session under a small window"
+        if history is None
+        else "4. Your history, replayed call by call under a small window"
+    )
     _showcase(out, session)
     out.line()
     out.line(f"demo finished in {time.perf_counter() - t_start:.1f} s, offline")
