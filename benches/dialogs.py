@@ -21,10 +21,13 @@ specific facts survive, not one fixed test set. Nothing is stored on disk.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = ["Dialog", "Question", "answer_words", "generate_dialog", "generate_dialogs"]
@@ -683,6 +686,22 @@ def _reply(rng: random.Random, lang: str, lo: int, hi: int) -> str:
     return ("" if lang == "zh" else " ").join(rng.sample(pool, rng.randint(lo, hi)))
 
 
+@functools.cache
+def _corpus_pairs(lang: str) -> tuple[tuple[str, str], ...]:
+    """(user, reply) pairs of real human-written chit-chat (the ``chatterbot-corpus``
+    package, read through the test corpus module); empty when it is not installed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    try:
+        from _corpus import _dialogs
+    except ImportError:
+        return ()
+    try:
+        convs = _dialogs().get("english" if lang == "en" else "chinese", [])
+    except ImportError:  # chatterbot-corpus or PyYAML missing
+        return ()
+    return tuple((c[i], c[i + 1]) for c in convs for i in range(0, len(c) - 1, 2))
+
+
 _ACK = {
     "en": [
         "Got it, I'll remember that.",
@@ -727,12 +746,15 @@ def generate_dialog(
     language: str = "en",
     messages: tuple[int, int] = (300, 700),
     sessions: tuple[int, int] = (8, 18),
+    real_filler: bool = True,
 ) -> Dialog:
     """One dialog from ``seed``: about ``messages`` messages over ``sessions`` dated sessions.
 
     Facts about the user (asked about) and about two friends (distractors, also asked about
     where their name makes the question distinct) are stated mostly in the first half of the
-    sessions; corrections of some facts come in a later session.
+    sessions; corrections of some facts come in a later session. With ``real_filler`` (and
+    the ``chatterbot-corpus`` package installed) a third of the small talk is real
+    human-written chit-chat instead of this module's own phrases.
     """
     if language not in ("en", "zh"):
         raise ValueError(f"language must be 'en' or 'zh', not {language!r}")
@@ -779,6 +801,7 @@ def generate_dialog(
     corrected: set[int] = set()
     stated_in: dict[int, int] = {}
     filler = _FILLER[language]
+    real = _corpus_pairs(language) if real_filler else ()
     ack = _ACK[language]
     for s in range(n_sessions):
         stamp = _stamp(dates[s], language)
@@ -810,13 +833,15 @@ def generate_dialog(
             else:
                 stated = [f for f in mine if id(f) in stated_in and f.restate]
                 roll = rng.random()
+                reply = _reply(rng, language, 1, 3)
                 if stated and roll < 0.12:
                     user = rng.choice(rng.choice(stated).restate)  # near-duplicate mention
-                elif roll < (0.55 if language == "en" else 0.75):
+                elif real and roll < 0.45:
+                    user, reply = rng.choice(real)
+                elif roll < (0.7 if language == "en" else 0.85):
                     user = _chat(rng, language)  # chit-chat with its own rare words
                 else:
                     user = rng.choice(filler["user"])
-                reply = _reply(rng, language, 1, 3)
             msgs.append({"role": "user", "content": user})
             msgs.append({"role": "assistant", "content": reply})
 

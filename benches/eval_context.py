@@ -294,13 +294,21 @@ def summarizers() -> dict[str, Callable[[Any], Any]]:
     return out
 
 
+#: Extra ``ContextManager`` arguments for every manager (``--manager key=value``).
+MANAGER_ARGS: dict[str, Any] = {}
+
+
 def _policies(
     model: str, window: int, names: Sequence[str], counter: Any
 ) -> tuple[int, dict[str, Policy]]:
     made = summarizers()
     managers = {
         name: wf.ContextManager(
-            model=model, context_window=window, counter=counter, summarizer=made[name](counter)
+            model=model,
+            context_window=window,
+            counter=counter,
+            summarizer=made[name](counter),
+            **MANAGER_ARGS,
         )
         for name in names
     }
@@ -502,7 +510,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(names) - set(summarizers())
     if unknown:
         raise SystemExit(f"unknown summarizer(s): {', '.join(sorted(unknown))}")
-    result: dict[str, Any] = {"command": " ".join(sys.argv), "summarizers": names}
+    result: dict[str, Any] = {
+        "command": " ".join(sys.argv),
+        "summarizers": names,
+        "manager_args": dict(MANAGER_ARGS),
+    }
     panels: list[tuple[str, dict[str, Score]]] = []
     t0 = time.perf_counter()
     if args.dialogs:
@@ -559,9 +571,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated offline summarizers for the manager (default: all)",
     )
     parser.add_argument("--plot", default="target/eval_context.png", help="PNG path ('' none)")
+    parser.add_argument(
+        "--manager",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a ContextManager argument for every manager, e.g. summary_length_ratio=0.3",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
+    for item in args.manager:
+        key, _, value = item.partition("=")
+        MANAGER_ARGS[key.strip()] = json.loads(value) if value.strip() else None
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )

@@ -141,6 +141,9 @@ _STAMP_RE = re.compile(
     r"|(?i:(?:date|time|timestamp|session[^:\n]{0,20}|日期|时间|会话[^：:\n]{0,10})\s*[:：—-]\s*)"
     r"([^\n]{4,60}?)(?:\n|$|(?<=\d)\s))"
 )
+# The speaker talking about themselves: what a later question about them asks for.
+_SELF_RE = re.compile(r"(?i)\b(?:i|i'm|i've|i'll|i'd|my|mine|we|we're|we've|our|ours)\b|我|咱")
+_QUESTION_END = ("?", "？")
 # Exception names (TypeError, ValueError...) besides the shared error words.
 _TOOL_ERROR_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
 _STAMP_KEYS = ("timestamp", "created_at", "date", "time")
@@ -284,8 +287,10 @@ class SalienceSummarizer:
         lines = self._parse_previous(previous_summary or "")
         # messages before the batch's first stamp belong to the session the summary ended in
         date = next((x.date for x in reversed(lines) if x.date), "")
-        has_goal = any(x.section == "goal" for x in lines)
-        lines.extend(self._extract(messages, has_goal=has_goal, date=date))
+        # Only the conversation's opening request can be its goal: a later request is one
+        # step among others. A previous summary means the opening is already behind us.
+        first = not previous_summary.strip()
+        lines.extend(self._extract(messages, opening=first, date=date))
         return self._compose(lines, max(16, int(target_tokens)), lang)
 
     async def asummarize(
@@ -351,7 +356,7 @@ class SalienceSummarizer:
             lines.append(_Line(section, body, speaker, date, seq))
         return lines
 
-    def _extract(self, messages: Sequence[Message], *, has_goal: bool, date: str) -> list[_Line]:
+    def _extract(self, messages: Sequence[Message], *, opening: bool, date: str) -> list[_Line]:
         lines: list[_Line] = []
         tool_names: dict[str, str] = {}
         for pos, msg in enumerate(messages):
@@ -378,10 +383,10 @@ class SalienceSummarizer:
                 continue
             speaker = "user" if role == "user" else "assistant"
             prose = _CODE_BLOCK_RE.sub(" ", text)
-            if role == "user" and not has_goal and not _FILLER_RE.match(prose.strip()):
-                if prose.strip() and (_GOAL_RE.search(prose) or len(prose) > 80):
+            if role == "user" and opening:
+                opening = False
+                if _GOAL_RE.search(prose) and not _FILLER_RE.match(prose.strip()):
                     lines.append(_Line("goal", self._clip(prose), "", date, seq))
-                    has_goal = True
                     continue
             for k, sent in enumerate(_sentences(prose)):
                 lines.append(_Line("timeline", self._clip(sent), speaker, date, seq + k / 1000))
@@ -429,28 +434,34 @@ class SalienceSummarizer:
                 continue
             specifics = (
                 len(_DATE_RE.findall(text)) * 2.0
-                + len(_CAPITAL_RE.findall(text)) * 1.5
+                + sum(1 for w in _CAPITAL_RE.findall(text) if df[w.lower()] <= 2) * 1.5
                 + len(_NUMBER_RE.findall(text)) * 1.0
                 + len(_identifier_spans(text, limit=4)) * 1.5
                 + len(re.findall(r"[《“「『\"]", text)) * 1.0
             )
+            # "remember this" counts from the user; an assistant's "I'll remember" is an echo
+            cue = line.speaker == "user" and _CUE_RE.search(text) is not None
             intent = (
-                (2.5 if _CUE_RE.search(text) else 0.0)
+                (2.5 if cue else 0.0)
                 + (1.5 if _DECISION_RE.search(text) else 0.0)
                 + (1.0 if line.speaker == "user" and _GOAL_RE.search(text) else 0.0)
                 + (1.0 if line.section in ("errors", "done", "identifiers") else 0.0)
+                + (1.0 if line.section == "timeline" and _SELF_RE.search(text) else 0.0)
             )
             # Small talk ("Take your time and let me know.", "很高兴能帮到你") has neither
             # specifics nor intent and few content words: it is dropped, not ranked.
             content = (
                 sum(1 for t in line.terms if not _CJK_RE.match(t)) + len(_CJK_RE.findall(text)) / 3
             )  # about three Chinese characters carry what one English content word does
-            if specifics == 0 and not _CUE_RE.search(text) and content < 3:
+            if specifics == 0 and not cue and content < 3:
                 line.score = 0.0
                 continue
             # Only terms said in at most two lines count: a template's words and a topic
             # that keeps coming back are the conversation's background, not its facts.
             rarity = sum(max(0.0, math.log(3 / df[t])) for t in line.terms)
+            if rarity == 0 and specifics == 0:
+                line.score = 0.0  # said over and over, nothing specific: background
+                continue
             weight = _ROLE_WEIGHT.get(line.speaker, _ROLE_WEIGHT["tool"])
             if line.section == "identifiers":
                 weight = 0.6
@@ -458,6 +469,8 @@ class SalienceSummarizer:
             # value per token: a long sentence must carry proportionally more
             tokens = max(4, self._tokens(text))
             line.score = weight * recency * (rarity + specifics + intent) / tokens**0.6
+            if specifics == 0 and text.rstrip().endswith(_QUESTION_END):
+                line.score *= 0.6  # a bare question states no fact; its answer may
 
     @staticmethod
     def _merge(lines: list[_Line]) -> list[_Line]:
