@@ -169,6 +169,17 @@ class _Fact:
     speaker: str = "user"
 
 
+def _about(facts: list[_Fact], who: str) -> list[_Fact]:
+    """A friend's facts said only in phrasings that name the friend, when the question does:
+    otherwise the user's fact and the friend's would read the same."""
+    for f in facts:
+        if who in f.question:
+            f.statements = [x for x in f.statements if who in x] or f.statements
+            if f.correction:
+                f.correction = [x for x in f.correction if who in x] or f.correction
+    return facts
+
+
 def _facts_en(rng: random.Random, who: str, ctx: dict[str, Any]) -> list[_Fact]:
     """All fact kinds for subject ``who`` ("my" for the user, else a friend's name)."""
     v = _EN
@@ -284,6 +295,7 @@ def _facts_en(rng: random.Random, who: str, ctx: dict[str, Any]) -> list[_Fact]:
             "identifier",
             [
                 f"The hotel booking reference is {code}, could you keep that handy?",
+                f"{poss.capitalize()} hotel booking reference is {code}.",
                 f"Confirmation code for the trip: {code}.",
                 f"Note the reservation number {code} for later please.",
             ],
@@ -322,7 +334,7 @@ def _facts_en(rng: random.Random, who: str, ctx: dict[str, Any]) -> list[_Fact]:
         _Fact(
             "decision",
             [
-                f"We decided to paint the living room {opt} instead of {opt2}.",
+                f"{'We' if own else who} decided to paint the living room {opt} instead of {opt2}.",
                 f"After a long debate we settled on {opt} for the living room walls.",
             ],
             f"Which colour was chosen for {'the user' + chr(39) + 's' if own else who + chr(39) + 's'} living room?",
@@ -483,7 +495,7 @@ def _facts_zh(rng: random.Random, who: str, ctx: dict[str, Any]) -> list[_Fact]:
     out.append(
         _Fact(
             "identifier",
-            [f"酒店预订号是{code}，帮我记一下。", f"这次旅行的确认码：{code}。"],
+            [f"酒店预订号是{code}，帮我记一下。", f"{who}的酒店预订号是{code}。"],
             "酒店的预订号是多少？" if own else f"{who}的预订号是多少？",
             code,
         )
@@ -505,7 +517,7 @@ def _facts_zh(rng: random.Random, who: str, ctx: dict[str, Any]) -> list[_Fact]:
     out.append(
         _Fact(
             "decision",
-            [f"客厅最后决定刷成{opt}，不用{opt2}了。", f"讨论了很久，客厅墙面定为{opt}。"],
+            [f"{who}家客厅最后决定刷成{opt}，不用{opt2}了。", f"讨论了很久，客厅墙面定为{opt}。"],
             f"{about}的客厅选了什么颜色？",
             opt,
         )
@@ -772,7 +784,7 @@ def generate_dialog(
         friends = rng.sample(_ZH["first"], 2)
     mine = make(rng, me, ctx)
     rng.shuffle(mine)
-    others = [f for friend in friends for f in make(rng, friend, ctx)]
+    others = [f for friend in friends for f in _about(make(rng, friend, ctx), friend)]
     rng.shuffle(others)
 
     # session dates: gaps of days to weeks, random times

@@ -188,6 +188,24 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SPLIT_RE.split(text) if s and s.strip()]
 
 
+_PRONOUN_START_RE = re.compile(
+    r"(?i)(?:they|he|she|it|this|that|these|those|his|her|their|its|there)\b|[他她它这那其]"
+)
+
+
+def _joined(sentences: list[str]) -> list[str]:
+    """A sentence opening on a pronoun ("They named him Marzipan.") stays with the sentence
+    it refers back to, so a selected line never loses whom it is about."""
+    out: list[str] = []
+    for sent in sentences:
+        if out and _PRONOUN_START_RE.match(sent):
+            sep = "" if _CJK_RE.match(sent) else " "
+            out[-1] = f"{out[-1]}{sep}{sent}"
+        else:
+            out.append(sent)
+    return out
+
+
 def _stamp(message: Message, text: str) -> tuple[str | None, str]:
     """The session date or timestamp a message carries, and its text without it."""
     for key in _STAMP_KEYS:
@@ -222,6 +240,7 @@ class _Line:
         return f"- {self.speaker}: {self.text}" if self.speaker else f"- {self.text}"
 
 
+_SPEAKER_RE = re.compile(r"[\w.-]{1,24}:")
 _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.45}
 _ID_SEP = "; "
 
@@ -330,7 +349,7 @@ class SalienceSummarizer:
 
         Text in any other format (another summarizer's) becomes undated timeline lines."""
         lines: list[_Line] = []
-        section, date = "timeline", ""
+        section, date, current = "timeline", "", ""
         rows = [r.strip() for r in summary.splitlines() if r.strip()]
         for k, row in enumerate(rows):
             seq = float(k - len(rows))  # before every new message, in their old order
@@ -340,7 +359,10 @@ class SalienceSummarizer:
             if row.startswith("#"):
                 heading = row.lstrip("#").strip().rstrip(":：").casefold()
                 section = _HEADING_TO_SECTION.get(heading, "timeline")
-                date = ""
+                date = current = ""
+                continue
+            if section == "timeline" and _SPEAKER_RE.fullmatch(row):
+                current = row[:-1]
                 continue
             body = row[2:].strip() if row.startswith(("- ", "* ", "• ")) else row
             if section == "identifiers":
@@ -348,7 +370,7 @@ class SalienceSummarizer:
                     if ident:
                         lines.append(_Line("identifiers", ident, "", "", seq))
                 continue
-            speaker = ""
+            speaker = current if section == "timeline" else ""
             head, sep, rest = body.partition(": ")
             if sep and section in ("timeline", "done", "errors") and 0 < len(head) <= 24:
                 if " " not in head.strip():
@@ -388,7 +410,7 @@ class SalienceSummarizer:
                 if _GOAL_RE.search(prose) and not _FILLER_RE.match(prose.strip()):
                     lines.append(_Line("goal", self._clip(prose), "", date, seq))
                     continue
-            for k, sent in enumerate(_sentences(prose)):
+            for k, sent in enumerate(_joined(_sentences(prose))):
                 lines.append(_Line("timeline", self._clip(sent), speaker, date, seq + k / 1000))
         return lines
 
@@ -513,7 +535,8 @@ class SalienceSummarizer:
         goals = sorted((x for x in pool if x.section == "goal"), key=lambda x: x.seq)
         pool = [x for x in pool if x.section != "goal"] + goals[:1]
         for line in pool:
-            line.tokens = self._tokens(line.render()) + 1
+            shown = f"- {line.text}" if line.section == "timeline" else line.render()
+            line.tokens = self._tokens(shown) + 1
         labels = LABELS[lang]
         chosen: list[_Line] = []
         used = 0
@@ -529,6 +552,8 @@ class SalienceSummarizer:
                 and (line.section, line.date) not in headers
             ):
                 cost += self._tokens(f"### {line.date}") + 1
+            if line.section == "timeline" and (line.date, line.speaker) not in headers:
+                cost += self._tokens(f"{line.speaker}:") + 1  # at least one speaker label
             return cost
 
         for line in sorted(pool, key=lambda x: (-x.score, -x.seq, x.text)):
@@ -547,8 +572,9 @@ class SalienceSummarizer:
             chosen.append(line)
             used += cost
             headers.add((line.section, ""))
-            if line.section == "timeline" and line.date:
+            if line.section == "timeline":
                 headers.add((line.section, line.date))
+                headers.add((line.date, line.speaker))
         text = self._render(chosen, labels)
         # The estimate per line is close but not exact (joins can merge tokens): drop the
         # least salient lines until the exact count fits.
@@ -590,7 +616,15 @@ class SalienceSummarizer:
                 for d in order:
                     if d:
                         rows.append(f"### {d}")
-                    rows.extend(x.render() for x in members if x.date == d)
+                    # who is speaking is said once per run of lines, not on every line
+                    speaker = None
+                    for x in members:
+                        if x.date != d:
+                            continue
+                        if x.speaker != speaker:
+                            speaker = x.speaker
+                            rows.append(f"{speaker}:")
+                        rows.append(f"- {x.text}")
             else:
                 rows.extend(x.render() for x in members)
             blocks.append("\n".join(rows))
