@@ -44,8 +44,8 @@ from windowfit.summarize import (
     _DECISION_RE,
     _ERROR_RE,
     _GOAL_RE,
-    _conversation_language,
-    _estimate_tokens,
+    ExtractiveSummarizer,
+    _clip,
     _identifier_spans,
     message_text,
 )
@@ -185,7 +185,10 @@ def _terms(text: str) -> list[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SPLIT_RE.split(text) if s and s.strip()]
+    # a fragment such as a list number ("4.") says nothing on its own
+    return [
+        s.strip() for s in _SPLIT_RE.split(text) if s and (len(s.strip()) >= 4 or _CJK_RE.search(s))
+    ]
 
 
 _PRONOUN_START_RE = re.compile(
@@ -245,18 +248,19 @@ _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.45}
 _ID_SEP = "; "
 
 
-class SalienceSummarizer:
+class SalienceSummarizer(ExtractiveSummarizer):
     """Offline, deterministic, incremental summarizer ranking sentences by salience.
 
     ``counter`` (a ``windowfit.Counter``) measures the target exactly; without one a slightly
-    pessimistic estimate is used. ``language`` forces ``"zh"`` or ``"en"`` headings instead of
-    detecting them. ``max_sentence_chars`` cuts very long sentences (at a word boundary, marked
-    with "…"); ``tool_scan_chars`` bounds how much of one tool output is read (its head and
-    tail, where results and errors are).
-    """
+    pessimistic estimate is used (a ``ContextManager`` hands it its own counter).
+    ``language`` forces ``"zh"`` or ``"en"`` headings instead of detecting them.
+    ``max_sentence_chars`` cuts very long sentences (at a word boundary, marked with "…");
+    ``tool_scan_chars`` bounds how much of one tool output is read (its head and tail, where
+    results and errors are).
 
-    # Called inline by the manager: fast and cannot hang, so no timeout thread is needed.
-    inline = True
+    It shares :class:`~windowfit.ExtractiveSummarizer`'s protocol (the call, its async twin,
+    token measuring); what it reads, how it ranks and how it writes are its own.
+    """
 
     def __init__(
         self,
@@ -274,77 +278,31 @@ class SalienceSummarizer:
             )
         if tool_scan_chars < 0:
             raise SalienceSettingError(f"tool_scan_chars must be >= 0, got {tool_scan_chars}")
-        self.counter = counter
-        self.language = None if language == "auto" else language
-        self.max_sentence_chars = max_sentence_chars
-        self.tool_scan_chars = tool_scan_chars
+        super().__init__(
+            counter=counter,
+            language=language,
+            max_item_chars=max_sentence_chars,
+            tool_scan_chars=tool_scan_chars,
+        )
 
     def with_counter(self, counter: Any) -> SalienceSummarizer:
         """A copy that measures with ``counter``."""
         return SalienceSummarizer(
             counter=counter,
             language=self.language,
-            max_sentence_chars=self.max_sentence_chars,
+            max_sentence_chars=self.max_item_chars,
             tool_scan_chars=self.tool_scan_chars,
         )
 
     def __repr__(self) -> str:
         return f"SalienceSummarizer(language={self.language!r})"
 
-    # -- protocol -------------------------------------------------------------------------------
-
-    def __call__(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        lang = self.language or (language if language in ("zh", "en") else None)
-        lang = lang or _conversation_language(messages, previous_summary)
-        lines = self._parse_previous(previous_summary or "")
-        # messages before the batch's first stamp belong to the session the summary ended in
-        date = next((x.date for x in reversed(lines) if x.date), "")
-        # Only the conversation's opening request can be its goal: a later request is one
-        # step among others. A previous summary means the opening is already behind us.
-        first = not previous_summary.strip()
-        lines.extend(self._extract(messages, opening=first, date=date))
-        return self._compose(lines, max(16, int(target_tokens)), lang)
-
-    async def asummarize(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        return self(
-            messages,
-            previous_summary=previous_summary,
-            target_tokens=target_tokens,
-            language=language,
-        )
-
     # -- reading --------------------------------------------------------------------------------
 
-    def _tokens(self, text: str) -> int:
-        if self.counter is not None:
-            return int(self.counter.count(text))
-        return _estimate_tokens(text)
-
     def _clip(self, text: str) -> str:
-        text = " ".join(text.split())
-        if len(text) <= self.max_sentence_chars:
-            return text
-        cut = text[: self.max_sentence_chars - 1]
-        space = cut.rfind(" ")
-        if space > self.max_sentence_chars * 0.6:
-            cut = cut[:space]
-        return cut.rstrip(" ,;:，、") + "…"
+        return _clip(text, self.max_item_chars)
 
-    def _parse_previous(self, summary: str) -> list[_Line]:
+    def _parse_previous(self, summary: str) -> list[_Line]:  # type: ignore[override]
         """The lines of a previous summary, back in their sections with date and speaker.
 
         Text in any other format (another summarizer's) becomes undated timeline lines."""
@@ -378,8 +336,12 @@ class SalienceSummarizer:
             lines.append(_Line(section, body, speaker, date, seq))
         return lines
 
-    def _extract(self, messages: Sequence[Message], *, opening: bool, date: str) -> list[_Line]:
+    def _extract(  # type: ignore[override]
+        self, messages: Sequence[Message], *, has_goal: bool
+    ) -> list[_Line]:
         lines: list[_Line] = []
+        date = ""
+        opening = not has_goal  # only the conversation's opening request can be its goal
         tool_names: dict[str, str] = {}
         for pos, msg in enumerate(messages):
             role = str(msg.get("role") or "")
@@ -529,7 +491,21 @@ class SalienceSummarizer:
 
     # -- composition ----------------------------------------------------------------------------
 
-    def _compose(self, lines: list[_Line], target: int, lang: str) -> str:
+    def _compose(self, lines: list[_Line], target: int, lang: str) -> str:  # type: ignore[override]
+        previous = [x for x in lines if x.seq < 0]
+        if previous:
+            # New lines said before the batch's first stamp belong to the session the
+            # previous summary ended in; and the opening request is already behind us, so a
+            # request in this batch is one step among others, not the goal.
+            last = next((x.date for x in reversed(previous) if x.date), "")
+            for x in lines:
+                if x.seq >= 0:
+                    if x.date:
+                        break
+                    x.date = last
+            for x in lines:
+                if x.seq >= 0 and x.section == "goal":
+                    x.section, x.speaker = "timeline", "user"
         self._score(lines)
         pool = self._merge(lines)
         goals = sorted((x for x in pool if x.section == "goal"), key=lambda x: x.seq)
@@ -566,7 +542,7 @@ class SalienceSummarizer:
                 if line.section != "goal":
                     continue
                 room = max(8, target - used - header_cost(line) - 2)
-                line = _Line("goal", self._fit(line.text, room), "", line.date, line.seq, 1e9)
+                line = _Line("goal", self._fit_text(line.text, room), "", line.date, line.seq, 1e9)
                 line.tokens = self._tokens(line.render()) + 1
                 cost = line.tokens + header_cost(line)
             chosen.append(line)
@@ -584,20 +560,8 @@ class SalienceSummarizer:
             text = self._render(chosen, labels)
         return text
 
-    def _fit(self, text: str, max_tokens: int) -> str:
-        if self._tokens(text) <= max_tokens:
-            return text
-        lo, hi = 1, len(text)
-        while lo < hi:  # longest prefix within the budget
-            mid = (lo + hi + 1) // 2
-            if self._tokens(text[:mid] + "…") <= max_tokens:
-                lo = mid
-            else:
-                hi = mid - 1
-        return text[:lo].rstrip() + "…"
-
     @staticmethod
-    def _render(chosen: list[_Line], labels: Mapping[str, str]) -> str:
+    def _render(chosen: list[_Line], labels: Mapping[str, str]) -> str:  # type: ignore[override]
         blocks: list[str] = []
         for section in _SECTIONS:
             members = sorted((x for x in chosen if x.section == section), key=lambda x: x.seq)
