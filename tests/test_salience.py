@@ -286,3 +286,25 @@ def test_never_over_target_and_never_invents_text(
         assert body.rstrip("…").strip() in flat, line
         for word in _TOKEN_RE.findall(body):
             assert word in allowed or any(word in a for a in allowed), word
+
+
+@pytest.mark.parametrize(
+    ("opening", "date"),
+    [
+        ("[1:56 pm on 8 May, 2023] ", "1:56 pm on 8 May, 2023"),
+        ("DATE: 1:56 pm on 8 May, 2023\n", "1:56 pm on 8 May, 2023"),
+        ("Session 3 - 8 May 2023\n", "8 May 2023"),
+        ("(2023-05-08 13:56) ", "2023-05-08 13:56"),
+        ("【2023年5月8日】", "2023年5月8日"),
+    ],
+)
+def test_session_stamp_formats(opening: str, date: str) -> None:
+    msgs = [{"role": "user", "content": opening + "We adopted a ferret named Marzipan."}]
+    out = summarize(msgs, target=60)
+    assert f"### {date}\nuser:\n- We adopted a ferret named Marzipan." in out
+
+
+def test_a_date_inside_a_sentence_is_a_fact_not_a_session() -> None:
+    msgs = [{"role": "user", "content": "My fencing tournament is on 23 October 2025."}]
+    out = summarize(msgs, target=60)
+    assert "###" not in out and "23 October 2025" in out

@@ -8,21 +8,25 @@ a word that is not in the conversation: it *selects* sentences, verbatim, and ar
 How a sentence earns its place, measured on the conversation itself rather than on a word
 list:
 
-- **rare terms**: each term's inverse document frequency over the messages being folded
-  (and the lines of the previous summary), so what is said once — a pet's name, a city, a
-  booking code — outweighs what every other message says ("thanks", "sounds great");
-- **specifics**: names (capitalized words inside a sentence), numbers, dates, identifiers,
-  file paths, quoted titles;
-- **intent**: decisions, user requests, "remember this", errors;
-- **who said it**: the user's words first, then the assistant's, then tool output.
+- **rare terms**: a term (word, number, Chinese character pair) said in only one or two
+  lines of the material being folded and the previous summary counts; what keeps coming
+  back ("thanks", a template's words, a recurring topic) is background;
+- **specifics**: names (rare capitalized words inside a sentence), numbers, dates,
+  identifiers, file paths, quoted titles;
+- **intent**: decisions, user requests, "remember this" from the user, errors, the speaker
+  talking about themselves;
+- **who said it**: the user's words first, then the assistant's, then tool output; value is
+  measured per token, so a long sentence must carry proportionally more.
 
-Filler (greetings, thanks, one-word acknowledgements) is dropped; near-duplicate sentences
-are merged, the later one standing for both (a restated or corrected fact replaces the old
-wording). Sentences are filed under the session date or timestamp in force when they were
-said, and each keeps its speaker. The summary is incremental: the previous summary is
-parsed back into dated, attributed lines and competes with the new material, so the result
-is one merged summary, never an appended one. It stays within ``target_tokens`` (measured
-with ``counter`` when given), dropping the least salient lines first.
+Filler (greetings, thanks, acknowledgements, small talk with nothing specific) is dropped, not
+ranked. Near-duplicate sentences merge: a restatement that adds nothing keeps the original
+(and its date); one that adds something — an update, a correction — replaces it. Sentences
+are filed under the session date or timestamp in force when they were said (a bracketed or
+labelled date opening a message, or a ``timestamp`` / ``created_at`` / ``date`` field), with
+their speaker. The summary is incremental: the previous summary is parsed back into dated,
+attributed lines that compete with the new material, so the result is one merged summary,
+never an appended one. It stays within ``target_tokens`` (measured with ``counter`` when
+given), dropping the least salient lines first.
 
 ``LLM_SUMMARY_SECTIONS`` holds the matching instructions for an LLM summarizer, section by
 section, so both kinds of summary read the same.
@@ -81,15 +85,17 @@ _HEADING_TO_SECTION = {
     label.casefold(): section for labels in LABELS.values() for section, label in labels.items()
 }
 
-#: What an LLM summarizer is asked to write, in the same sections as the offline summary,
-#: for the prompt of ``LLMSummarizer`` (``{date_hint}`` is filled in when dates are known).
+#: What an LLM summarizer is asked to write, in the same sections and layout as the offline
+#: summary, so the two kinds read alike and either can merge the other's previous summary
+#: (to replace the "Summary requirements" part of ``LLMSummarizer``'s prompt).
 LLM_SUMMARY_SECTIONS: dict[str, str] = {
     "en": (
         "Write the summary in these sections, in this order, omitting empty ones:\n"
         "## Goal\nThe user's overall goal or task, in one or two lines.\n"
         "## Timeline (who said what, by date)\n"
         "One '### <session date or timestamp>' line per session (copy the date exactly as "
-        "written), then one line per fact: '- user: ...' or '- assistant: ...'. Keep every "
+        "written), then who spoke on a line of its own ('user:' or 'assistant:') followed by "
+        "one '- ...' line per fact they stated. Keep every "
         "name, place, date, number, amount, identifier, file path, preference, decision and "
         "request; when a later message corrects a fact, keep only the corrected version. Drop "
         "greetings, thanks and small talk.\n"
@@ -103,8 +109,8 @@ LLM_SUMMARY_SECTIONS: dict[str, str] = {
         "请按以下部分依次输出摘要，没有内容的部分省略：\n"
         "## 任务目标\n用户的总体目标或任务，一到两行。\n"
         "## 时间线（谁说了什么，按日期）\n"
-        "每个会话一行“### <会话日期或时间>”（日期照原文抄写），其下每条事实一行："
-        "“- user: ……”或“- assistant: ……”。保留所有人名、地点、日期、数字、金额、标识、"
+        "每个会话一行“### <会话日期或时间>”（日期照原文抄写），其下先单独一行写说话人"
+        "（“user:”或“assistant:”），再每条事实一行“- ……”。保留所有人名、地点、日期、数字、金额、标识、"
         "文件路径、偏好、决定和请求；后面的消息更正了某个事实时，只保留更正后的版本。"
         "删除问候、感谢和闲聊。\n"
         "## 已完成操作\n已经执行的操作和工具调用及其关键参数。\n"
@@ -139,7 +145,7 @@ _DATE_RE = re.compile(
 _STAMP_RE = re.compile(
     r"^\s*(?:[\[(（【]\s*([^\])）】\n]{4,60}?)\s*[\])）】]"
     r"|(?i:(?:date|time|timestamp|session[^:\n]{0,20}|日期|时间|会话[^：:\n]{0,10})\s*[:：—-]\s*)"
-    r"([^\n]{4,60}?)(?:\n|$|(?<=\d)\s))"
+    r"([^\n]{4,60}))"
 )
 # The speaker talking about themselves: what a later question about them asks for.
 _SELF_RE = re.compile(r"(?i)\b(?:i|i'm|i've|i'll|i'd|my|mine|we|we're|we've|our|ours)\b|我|咱")
@@ -216,10 +222,16 @@ def _stamp(message: Message, text: str) -> tuple[str | None, str]:
         if isinstance(value, str) and _DATE_RE.search(value):
             return value.strip(), text
     m = _STAMP_RE.match(text)
-    if m:
-        value = (m.group(1) or m.group(2) or "").strip()
+    if m and m.group(1):
+        value = m.group(1).strip()
         if _DATE_RE.search(value) or re.search(r"\d{4}", value):
             return value, text[m.end() :].strip()
+    elif m:
+        # a labelled stamp runs to the end of its last date ("DATE: 1:56 pm on 8 May, 2023")
+        dates = list(_DATE_RE.finditer(m.group(2)))
+        if dates:
+            end = m.start(2) + dates[-1].end()
+            return text[m.start(2) : end].strip(), text[end:].strip()
     return None, text
 
 
