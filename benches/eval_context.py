@@ -547,6 +547,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             counter = wf.Counter(model=AGENT_MODEL)
             rows = []
             for name, msgs in agent_runs(archive, args.runs):
+                if not any(m["role"] == "assistant" for m in msgs):
+                    logger.warning("skipping %s: no assistant turn, so no call to replay", name)
+                    continue
                 scores = eval_agent_run(msgs, names, counter)
                 rows.append({k: s.summary() for k, s in scores.items()})
                 if len(panels) < 2:
