@@ -204,10 +204,12 @@ _PRONOUN_START_RE = re.compile(
 
 def _joined(sentences: list[str]) -> list[str]:
     """A sentence opening on a pronoun ("They named him Marzipan.") stays with the sentence
-    it refers back to, so a selected line never loses whom it is about."""
+    it refers back to, so a selected line never loses whom or what it is about."""
     out: list[str] = []
     for sent in sentences:
-        if out and _PRONOUN_START_RE.match(sent):
+        # so does a fragment ("Lisbon!", "拉萨！"): alone it would be dropped as too short
+        short = len(_LATIN_RE.findall(sent)) < 3 and len(_CJK_RE.findall(sent)) < 6
+        if out and (short or _PRONOUN_START_RE.match(sent)):
             sep = "" if _CJK_RE.match(sent) else " "
             out[-1] = f"{out[-1]}{sep}{sent}"
         else:
