@@ -308,3 +308,10 @@ def test_a_date_inside_a_sentence_is_a_fact_not_a_session() -> None:
     msgs = [{"role": "user", "content": "My fencing tournament is on 23 October 2025."}]
     out = summarize(msgs, target=60)
     assert "###" not in out and "23 October 2025" in out
+
+
+def test_a_colon_in_a_fact_survives_a_merge() -> None:
+    msgs = chat([("[8 May 2023] Reminder: the vet appointment for Biscuit is at 9:30.", "Ok.")])
+    first = summarize(msgs, target=80)
+    again = summarize([], target=80, previous=first)
+    assert "user:\n- Reminder: the vet appointment for Biscuit is at 9:30." in again

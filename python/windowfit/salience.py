@@ -344,9 +344,11 @@ class SalienceSummarizer(ExtractiveSummarizer):
                 continue
             speaker = current if section == "timeline" else ""
             head, sep, rest = body.partition(": ")
-            if sep and section in ("timeline", "done", "errors") and 0 < len(head) <= 24:
-                if " " not in head.strip():
-                    speaker, body = head.strip(), rest
+            # "- bash: …" names its tool; a timeline line carries its speaker inline only in
+            # a summary without speaker labels (so "- Reminder: …" under "user:" stays whole)
+            inline = section in ("done", "errors") or (section == "timeline" and not current)
+            if sep and inline and 0 < len(head) <= 24 and " " not in head.strip():
+                speaker, body = head.strip(), rest
             lines.append(_Line(section, body, speaker, date, seq))
         return lines
 
