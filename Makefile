@@ -66,7 +66,7 @@ bench: release services
 
 ## eval: context quality — the manager against a plain window on generated dialogs and the
 ## real agent runs (shared/data/agent-sessions, skipped when absent); table + target/eval_context.png
-EVAL_ARGS ?= --dialogs 20 --runs 60
+EVAL_ARGS ?= --dialogs 20 --seed 100 --runs 60
 eval: dev
 	$(PY) -m pip install -q 'matplotlib>=3.7'
 	$(PY) benches/eval_context.py $(EVAL_ARGS) --plot target/eval_context.png
