@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench services lint lint-rust lint-python clean
+.PHONY: demo test test-rust test-python dev release bench eval services lint lint-rust lint-python clean
 
 # the shared real agent runs, next to the repository (or to its worktree)
 AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
@@ -78,6 +78,13 @@ services:
 ## bench: release build, then the pytest-benchmark suites side by side with the peers
 bench: release services
 	$(PY) -m pytest -q -p no:cacheprovider benches --benchmark-only --benchmark-columns=min,median,mean,rounds
+
+## eval: context quality — the manager against a plain window on generated dialogs and the
+## real agent runs (shared/data/agent-sessions, skipped when absent); table + target/eval_context.png
+EVAL_ARGS ?= --dialogs 20 --seed 100 --runs 60
+eval: dev
+	$(PY) -m pip install -q 'matplotlib>=3.7'
+	$(PY) benches/eval_context.py $(EVAL_ARGS) --plot target/eval_context.png
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis
