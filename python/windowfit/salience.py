@@ -42,16 +42,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from windowfit.errors import WindowfitError
-from windowfit.summarize import (
+from windowfit.messages import message_text
+from windowfit.summarize.base import _clip
+from windowfit.summarize.extractive import ExtractiveSummarizer
+from windowfit.summarize.patterns import (
     _CODE_BLOCK_RE,
     _CUE_RE,
     _DECISION_RE,
     _ERROR_RE,
     _GOAL_RE,
-    ExtractiveSummarizer,
-    _clip,
     _identifier_spans,
-    message_text,
 )
 
 __all__ = ["LLM_SUMMARY_SECTIONS", "SalienceSettingError", "SalienceSummarizer"]
