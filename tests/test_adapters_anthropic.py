@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter as Multiset
 from typing import Any
 
 import windowfit as wf
-from hypothesis import given, settings
+from _histories import budget_from, budget_offsets, expect, pins_cost
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
 from windowfit.adapters import fit_anthropic, from_anthropic, history_problems, to_anthropic
@@ -177,16 +179,36 @@ def anthropic_conversations(draw: Any) -> tuple[Any, list[dict[str, Any]]]:
     return system, merged
 
 
-@settings(max_examples=150, deadline=None)
-@given(anthropic_conversations(), st.floats(0, 1.2))
-def test_fit_returns_a_valid_window_of_the_callers_messages(conv_in: Any, ratio: float) -> None:
-    system, messages = conv_in
-    conv = from_anthropic(messages, system)
-    budget = int(COUNTER.count_messages(conv.messages) * ratio)
-    try:
-        fitted = fit_anthropic(messages, budget, system=system, counter=COUNTER)
-    except wf.BudgetError:
-        return
+def test_fit_returns_a_valid_window_of_the_callers_messages() -> None:
+    """``BudgetError`` exactly when the pins plus priming exceed the budget (the pins' cost
+    re-derived by the spec's reference in ``_histories``), and most examples really fit."""
+    branches: Multiset[str] = Multiset()
+
+    @settings(max_examples=150, deadline=None)
+    @given(anthropic_conversations(), budget_offsets)
+    def check(conv_in: Any, offset: float) -> None:
+        system, messages = conv_in
+        conv = from_anthropic(messages, system)
+        need = pins_cost(conv.messages, COUNTER)
+        budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
+        too_small = expect(conv.messages, budget, COUNTER).budget_error
+        try:
+            fitted = fit_anthropic(messages, budget, system=system, counter=COUNTER)
+        except wf.BudgetError:
+            assert too_small, f"BudgetError at {budget} though the pins cost {need}"
+            branches["budget_error"] += 1
+            event("BudgetError")
+            return
+        assert not too_small, f"no BudgetError at {budget} though the pins cost {need}"
+        branches["fitted"] += 1
+        event("fitted")
+        check_window(system, messages, conv, fitted, budget)
+
+    check()
+    assert branches["budget_error"] > 0 and branches["fitted"] > 2 * branches["budget_error"]
+
+
+def check_window(system: Any, messages: Any, conv: Any, fitted: Any, budget: int) -> None:
     assert fitted.tokens <= budget
     originals = [m for m in fitted.items if any(m is x for x in messages)]
     for m in fitted.items:

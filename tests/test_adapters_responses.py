@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter as Multiset
 from typing import Any
 
 import pytest
 import windowfit as wf
-from hypothesis import given, settings
+from _histories import budget_from, budget_offsets, expect, pins_cost
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
 from windowfit.adapters import fit_responses, from_responses, history_problems, to_responses
@@ -197,18 +199,35 @@ def item_lists(draw: Any) -> list[dict[str, Any]]:
     return items
 
 
-@settings(max_examples=150, deadline=None)
-@given(item_lists(), st.floats(0, 1.2))
-def test_fit_returns_a_valid_window_of_the_callers_items(
-    items: list[dict[str, Any]], ratio: float
-) -> None:
-    conv = from_responses(items)
-    total = COUNTER.count_messages(conv.messages)
-    budget = int(total * ratio)
-    try:
-        fitted = fit_responses(items, budget, counter=COUNTER)
-    except wf.BudgetError:
-        return
+def test_fit_returns_a_valid_window_of_the_callers_items() -> None:
+    """``BudgetError`` exactly when the pins plus priming exceed the budget (the pins' cost
+    re-derived by the spec's reference in ``_histories``), and most examples really fit."""
+    branches: Multiset[str] = Multiset()
+
+    @settings(max_examples=150, deadline=None)
+    @given(item_lists(), budget_offsets)
+    def check(items: list[dict[str, Any]], offset: float) -> None:
+        conv = from_responses(items)
+        need = pins_cost(conv.messages, COUNTER)
+        budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
+        too_small = expect(conv.messages, budget, COUNTER).budget_error
+        try:
+            fitted = fit_responses(items, budget, counter=COUNTER)
+        except wf.BudgetError:
+            assert too_small, f"BudgetError at {budget} though the pins cost {need}"
+            branches["budget_error"] += 1
+            event("BudgetError")
+            return
+        assert not too_small, f"no BudgetError at {budget} though the pins cost {need}"
+        branches["fitted"] += 1
+        event("fitted")
+        check_window(items, fitted, budget)
+
+    check()
+    assert branches["budget_error"] > 0 and branches["fitted"] > 2 * branches["budget_error"]
+
+
+def check_window(items: list[dict[str, Any]], fitted: Any, budget: int) -> None:
     # the caller's own objects, in order
     positions = [next(i for i, it in enumerate(items) if it is k) for k in fitted.items]
     assert positions == sorted(positions)
