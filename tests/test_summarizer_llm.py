@@ -6,10 +6,8 @@ import asyncio
 import time
 from collections.abc import Iterator
 
+import openai
 import pytest
-
-openai = pytest.importorskip("openai")
-
 from _chat_server import ChatServer, Hangup, Raw, Reply, Slow, Status
 from windowfit.manager import ContextManager
 from windowfit.summarize import LLMSummarizer, SummaryError
