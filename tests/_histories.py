@@ -622,3 +622,27 @@ def budget_from(offset: float, need: int, total: int) -> int:
     if offset < 0:
         return max(0, min(need - 1, int(need * (1 + offset))))
     return need + int(max(total - need, 0) * offset)
+
+
+def fit_or_justified_error(
+    fit: Any, canonical: list[Msg], budget: int, counter: Any, error: type[Exception], tally: Any
+) -> Any:
+    """``fit()``'s result, or None after an ``error`` (the library's BudgetError) that the
+    reference justifies: it must come exactly when the pins plus priming of ``canonical``
+    exceed ``budget``. Counts each branch in ``tally`` (a ``collections.Counter``) and as a
+    hypothesis event, so a test can show most examples reached the fitted branch."""
+    from hypothesis import event
+
+    too_small = expect(canonical, budget, counter).budget_error
+    need = pins_cost(canonical, counter)
+    try:
+        out = fit()
+    except error:
+        assert too_small, f"{error.__name__} at {budget} though the pins cost {need}"
+        tally["budget_error"] += 1
+        event("budget error")
+        return None
+    assert not too_small, f"no {error.__name__} at {budget} though the pins cost {need}"
+    tally["fitted"] += 1
+    event("fitted")
+    return out

@@ -6,8 +6,8 @@ from collections import Counter as Multiset
 from typing import Any
 
 import windowfit as wf
-from _histories import budget_from, budget_offsets, expect, pins_cost
-from hypothesis import event, given, settings
+from _histories import budget_from, budget_offsets, fit_or_justified_error, pins_cost
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
 from windowfit.adapters import fit_anthropic, from_anthropic, history_problems, to_anthropic
@@ -191,18 +191,16 @@ def test_fit_returns_a_valid_window_of_the_callers_messages() -> None:
         conv = from_anthropic(messages, system)
         need = pins_cost(conv.messages, COUNTER)
         budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
-        too_small = expect(conv.messages, budget, COUNTER).budget_error
-        try:
-            fitted = fit_anthropic(messages, budget, system=system, counter=COUNTER)
-        except wf.BudgetError:
-            assert too_small, f"BudgetError at {budget} though the pins cost {need}"
-            branches["budget_error"] += 1
-            event("BudgetError")
-            return
-        assert not too_small, f"no BudgetError at {budget} though the pins cost {need}"
-        branches["fitted"] += 1
-        event("fitted")
-        check_window(system, messages, conv, fitted, budget)
+        fitted = fit_or_justified_error(
+            lambda: fit_anthropic(messages, budget, system=system, counter=COUNTER),
+            conv.messages,
+            budget,
+            COUNTER,
+            wf.BudgetError,
+            branches,
+        )
+        if fitted is not None:
+            check_window(system, messages, conv, fitted, budget)
 
     check()
     assert branches["budget_error"] > 0 and branches["fitted"] > 2 * branches["budget_error"]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _histories import budget_from, budget_offsets, expect, pins_cost
-from hypothesis import event, given, settings
+from _histories import budget_from, budget_offsets, fit_or_justified_error, pins_cost
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
 from windowfit.adapters import fit_responses, from_responses, history_problems, to_responses
@@ -210,18 +210,16 @@ def test_fit_returns_a_valid_window_of_the_callers_items() -> None:
         conv = from_responses(items)
         need = pins_cost(conv.messages, COUNTER)
         budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
-        too_small = expect(conv.messages, budget, COUNTER).budget_error
-        try:
-            fitted = fit_responses(items, budget, counter=COUNTER)
-        except wf.BudgetError:
-            assert too_small, f"BudgetError at {budget} though the pins cost {need}"
-            branches["budget_error"] += 1
-            event("BudgetError")
-            return
-        assert not too_small, f"no BudgetError at {budget} though the pins cost {need}"
-        branches["fitted"] += 1
-        event("fitted")
-        check_window(items, fitted, budget)
+        fitted = fit_or_justified_error(
+            lambda: fit_responses(items, budget, counter=COUNTER),
+            conv.messages,
+            budget,
+            COUNTER,
+            wf.BudgetError,
+            branches,
+        )
+        if fitted is not None:
+            check_window(items, fitted, budget)
 
     check()
     assert branches["budget_error"] > 0 and branches["fitted"] > 2 * branches["budget_error"]
