@@ -624,25 +624,26 @@ def budget_from(offset: float, need: int, total: int) -> int:
     return need + int(max(total - need, 0) * offset)
 
 
-def fit_or_justified_error(
-    fit: Any, canonical: list[Msg], budget: int, counter: Any, error: type[Exception], tally: Any
-) -> Any:
-    """``fit()``'s result, or None after an ``error`` (the library's BudgetError) that the
-    reference justifies: it must come exactly when the pins plus priming of ``canonical``
-    exceed ``budget``. Counts each branch in ``tally`` (a ``collections.Counter``) and as a
-    hypothesis event, so a test can show most examples reached the fitted branch."""
+def fit_at_offset(offset: float, canonical: list[Msg], counter: Any, fit: Any, tally: Any) -> Any:
+    """Fit at the budget ``offset`` picks (see ``budget_offsets``) with ``fit(budget)``;
+    returns ``(result, budget)``, the result None after a ``BudgetError`` that the reference
+    justifies: it must come exactly when the pins plus priming of ``canonical`` exceed the
+    budget. Counts each branch in ``tally`` (a ``collections.Counter``) and as a hypothesis
+    event, so a test can show most examples reached the fitted branch."""
     from hypothesis import event
+    from windowfit.errors import BudgetError
 
-    too_small = expect(canonical, budget, counter).budget_error
     need = pins_cost(canonical, counter)
+    budget = budget_from(offset, need, counter.count_messages(canonical))
+    too_small = expect(canonical, budget, counter).budget_error
     try:
-        out = fit()
-    except error:
-        assert too_small, f"{error.__name__} at {budget} though the pins cost {need}"
+        out = fit(budget)
+    except BudgetError:
+        assert too_small, f"BudgetError at {budget} though the pins cost {need}"
         tally["budget_error"] += 1
         event("budget error")
-        return None
-    assert not too_small, f"no {error.__name__} at {budget} though the pins cost {need}"
+        return None, budget
+    assert not too_small, f"no BudgetError at {budget} though the pins cost {need}"
     tally["fitted"] += 1
     event("fitted")
-    return out
+    return out, budget

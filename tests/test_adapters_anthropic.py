@@ -6,7 +6,7 @@ from collections import Counter as Multiset
 from typing import Any
 
 import windowfit as wf
-from _histories import budget_from, budget_offsets, fit_or_justified_error, pins_cost
+from _histories import budget_offsets, fit_at_offset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
@@ -189,16 +189,8 @@ def test_fit_returns_a_valid_window_of_the_callers_messages() -> None:
     def check(conv_in: Any, offset: float) -> None:
         system, messages = conv_in
         conv = from_anthropic(messages, system)
-        need = pins_cost(conv.messages, COUNTER)
-        budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
-        fitted = fit_or_justified_error(
-            lambda: fit_anthropic(messages, budget, system=system, counter=COUNTER),
-            conv.messages,
-            budget,
-            COUNTER,
-            wf.BudgetError,
-            branches,
-        )
+        fit = lambda b: fit_anthropic(messages, b, system=system, counter=COUNTER)
+        fitted, budget = fit_at_offset(offset, conv.messages, COUNTER, fit, branches)
         if fitted is not None:
             check_window(system, messages, conv, fitted, budget)
 

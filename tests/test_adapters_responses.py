@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _histories import budget_from, budget_offsets, fit_or_justified_error, pins_cost
+from _histories import budget_offsets, fit_at_offset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
@@ -208,16 +208,8 @@ def test_fit_returns_a_valid_window_of_the_callers_items() -> None:
     @given(item_lists(), budget_offsets)
     def check(items: list[dict[str, Any]], offset: float) -> None:
         conv = from_responses(items)
-        need = pins_cost(conv.messages, COUNTER)
-        budget = budget_from(offset, need, COUNTER.count_messages(conv.messages))
-        fitted = fit_or_justified_error(
-            lambda: fit_responses(items, budget, counter=COUNTER),
-            conv.messages,
-            budget,
-            COUNTER,
-            wf.BudgetError,
-            branches,
-        )
+        fit = lambda b: fit_responses(items, b, counter=COUNTER)
+        fitted, budget = fit_at_offset(offset, conv.messages, COUNTER, fit, branches)
         if fitted is not None:
             check_window(items, fitted, budget)
 
