@@ -630,15 +630,15 @@ def fit_at_offset(offset: float, canonical: list[Msg], counter: Any, fit: Any, t
     justifies: it must come exactly when the pins plus priming of ``canonical`` exceed the
     budget. Counts each branch in ``tally`` (a ``collections.Counter``) and as a hypothesis
     event, so a test can show most examples reached the fitted branch."""
+    import windowfit as wf
     from hypothesis import event
-    from windowfit.errors import BudgetError
 
     need = pins_cost(canonical, counter)
     budget = budget_from(offset, need, counter.count_messages(canonical))
     too_small = expect(canonical, budget, counter).budget_error
     try:
         out = fit(budget)
-    except BudgetError:
+    except wf.BudgetError:
         assert too_small, f"BudgetError at {budget} though the pins cost {need}"
         tally["budget_error"] += 1
         event("budget error")
