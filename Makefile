@@ -50,7 +50,7 @@ test-rust:
 
 ## test-python: build the extension (dev profile, cached) and run pytest
 test-python: dev services
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	WINDOWFIT_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
 $(VENV)/.deps: requirements-dev.txt
 	test -x $(PY) || python3 -m venv $(VENV)

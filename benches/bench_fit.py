@@ -21,7 +21,12 @@ the same messages: every benchmark asserts it.
   allow_partial=False, token_counter=<tiktoken, same formula>)`` on LangChain messages
   converted beforehand. LangChain has no cache, so its warm run is the same work as its
   cold one. Above 10,000 messages LangChain is skipped here (tens of seconds per run);
-  report_fit.py times it once at 100,000 with ``--full``.
+  report_fit.py times it at 100,000 with ``--full``.
+
+Every contender gets the same number of timed runs (``rounds(n)``). Threads: LangChain and
+the token counter it calls run on one thread; ``wf.fit`` counts a batch of new messages of
+64 KB or more on rayon's pool (all cores unless ``RAYON_NUM_THREADS`` says otherwise;
+``report_fit.py --threads 1`` pins it to one for a like-for-like row).
 """
 
 from __future__ import annotations
@@ -263,6 +268,12 @@ def same_selection(r: wf.FitResult, lc_msgs: list[Any], lc_out: list[Any]) -> No
 SIZES_RUN = SIZES if FULL else SIZES[:3]
 
 
+def rounds(n: int) -> int:
+    """Timed runs per contender at ``n`` messages: the same for windowfit cold, windowfit warm
+    and LangChain, so no side gets more chances at a quiet moment than the other."""
+    return 5 if n <= 1_000 else 3 if n <= 10_000 else 2
+
+
 @pytest.fixture(scope="module")
 def enc() -> Any:
     return tiktoken_encoding()
@@ -274,7 +285,7 @@ def test_windowfit_cold(benchmark: Any, n: int) -> None:
     r = benchmark.pedantic(
         lambda c: wf.fit(h, BUDGET, counter=c),
         setup=lambda: ((cold_counter(n),), {}),
-        rounds=3 if n > 10_000 else 10,
+        rounds=rounds(n),
     )
     assert r.tokens == cold_counter(n).count_messages(r.messages) <= BUDGET
     benchmark.extra_info.update(messages=n, kept=len(r.kept))
@@ -286,9 +297,7 @@ def test_windowfit_warm(benchmark: Any, n: int) -> None:
     c = cold_counter(n + 1000)
     wf.fit(h, BUDGET, counter=c)  # last turn's fit
     turns = iter([h + next_turn(k) for k in range(1000)])
-    r = benchmark.pedantic(
-        lambda: wf.fit(next(turns), BUDGET, counter=c), rounds=20 if n > 10_000 else 100
-    )
+    r = benchmark.pedantic(lambda: wf.fit(next(turns), BUDGET, counter=c), rounds=rounds(n))
     benchmark.extra_info.update(messages=n + 2, kept=len(r.kept))
 
 
@@ -297,6 +306,6 @@ def test_langchain_trim_messages(benchmark: Any, n: int, enc: Any) -> None:
     h = history(n)
     lc = to_langchain(h)
     counter = langchain_counter(enc)
-    out = benchmark.pedantic(lambda: langchain_trim(lc, counter), rounds=1 if n >= 10_000 else 5)
+    out = benchmark.pedantic(lambda: langchain_trim(lc, counter), rounds=rounds(n))
     same_selection(wf.fit(h, BUDGET, counter=cold_counter(n)), lc, out)
     benchmark.extra_info.update(messages=n, kept=len(out))

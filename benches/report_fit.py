@@ -1,12 +1,14 @@
 """Print the fitting benchmark as a markdown table (benches/RESULTS.md, section "Fitting").
 
     .venv/bin/python benches/report_fit.py            # 100 .. 100,000 messages; LangChain up to 10,000
-    .venv/bin/python benches/report_fit.py --full     # also time LangChain once at 100,000
+    .venv/bin/python benches/report_fit.py --full     # also time LangChain at 100,000
+    .venv/bin/python benches/report_fit.py --threads 1  # windowfit on one thread, like LangChain
     .venv/bin/python benches/report_fit.py --sizes 100 1000
 
-The workload, counters and the rules of the comparison are described in bench_fit.py. Times
-are the best of several runs (LangChain at 10,000+ messages: one run). Each size also checks
-that windowfit and LangChain keep exactly the same messages.
+The workload, counters and the rules of the comparison are described in bench_fit.py. Every
+contender gets the same number of timed runs at a size (``bench_fit.rounds``: 5 up to 1,000
+messages, 3 up to 10,000, 2 above); the table gives the best and the median of those runs.
+Each size also checks that windowfit and LangChain keep exactly the same messages.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -22,21 +25,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+if __name__ == "__main__" and "--threads" in sys.argv:
+    # rayon sizes its pool once, when windowfit first counts: set it before the import
+    os.environ["RAYON_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+
 import bench_fit as b
 import windowfit as wf
 
 
-def best(
-    fn: Callable[[], Any], runs: int, setup: Callable[[], Any] | None = None
-) -> tuple[float, Any]:
-    """(best seconds, last result) over ``runs`` calls; ``setup`` runs untimed before each."""
-    t, out = float("inf"), None
+def timed(
+    fn: Callable[..., Any], runs: int, setup: Callable[[], Any] | None = None
+) -> tuple[float, float, Any]:
+    """(best seconds, median seconds, last result) over ``runs`` calls; ``setup`` runs untimed
+    before each and its result is ``fn``'s argument."""
+    times, out = [], None
     for _ in range(runs):
         arg = setup() if setup else None
         s = time.perf_counter()
-        out = fn() if setup is None else fn(arg)  # type: ignore[call-arg]
-        t = min(t, time.perf_counter() - s)
-    return t, out
+        out = fn() if setup is None else fn(arg)
+        times.append(time.perf_counter() - s)
+    return min(times), statistics.median(times), out
 
 
 def ms(s: float | None) -> str:
@@ -50,35 +58,41 @@ def ratio(a: float | None, b_: float | None) -> str:
 
 
 def measure(n: int, lc_count: Any, *, run_langchain: bool) -> tuple:
-    """One row: (messages, MB of text, kept, cold, LangChain cold, warm, LangChain warm)."""
+    """One row: messages, MB of text, kept, runs, then (best, median) of windowfit cold,
+    LangChain, windowfit warm, LangChain warm (None where LangChain is not run)."""
     h = b.history(n)
     text_mb = sum(len(m.get("content") or "") for m in h) / 1e6
-    runs = 5 if n <= 10_000 else 2
-    cold, r = best(lambda c: wf.fit(h, b.BUDGET, counter=c), runs, setup=lambda: b.cold_counter(n))
+    runs = b.rounds(n)
+    *cold, r = timed(
+        lambda c: wf.fit(h, b.BUDGET, counter=c), runs, setup=lambda: b.cold_counter(n)
+    )
     assert r.tokens <= b.BUDGET
 
     # the agent loop: last turn's history was fitted; one more turn, fit again
     c = b.cold_counter(n + 100)
     wf.fit(h, b.BUDGET, counter=c)
-    nexts = iter([h + b.next_turn(k) for k in range(runs * 4)])
-    warm, _ = best(lambda: wf.fit(next(nexts), b.BUDGET, counter=c), runs * 4)
+    nexts = iter([h + b.next_turn(k) for k in range(runs)])
+    *warm, _ = timed(lambda: wf.fit(next(nexts), b.BUDGET, counter=c), runs)
 
     lc_cold = lc_warm = None
     if run_langchain:
-        lc_runs = 3 if n <= 1_000 else 1
         lc = b.to_langchain(h)
-        lc_cold, out = best(lambda: b.langchain_trim(lc, lc_count), lc_runs)
+        *lc_cold, out = timed(lambda: b.langchain_trim(lc, lc_count), runs)
         b.same_selection(r, lc, out)
         h2 = h + b.next_turn(0)
         lc2 = b.to_langchain(h2)
-        lc_warm, out2 = best(lambda: b.langchain_trim(lc2, lc_count), lc_runs)
+        *lc_warm, out2 = timed(lambda: b.langchain_trim(lc2, lc_count), runs)
         b.same_selection(wf.fit(h2, b.BUDGET, counter=c), lc2, out2)
     print(
-        f"  {n:>7,} messages: cold {ms(cold)}, warm {ms(warm)}, "
-        f"LangChain {ms(lc_cold)} / {ms(lc_warm)}",
+        f"  {n:>7,} messages, {runs} runs each: cold {ms(cold[0])}, warm {ms(warm[0])}, "
+        f"LangChain {ms(lc_cold and lc_cold[0])} / {ms(lc_warm and lc_warm[0])}",
         file=sys.stderr,
     )
-    return (n, text_mb, len(r.kept), cold, lc_cold, warm, lc_warm)
+    return (n, text_mb, len(r.kept), runs, cold, lc_cold, warm, lc_warm)
+
+
+def both(t: list[float] | None) -> str:
+    return "—" if t is None else f"{ms(t[0])} ({ms(t[1])})"
 
 
 def main() -> None:
@@ -90,6 +104,12 @@ def main() -> None:
         "--full", action="store_true", help="also run LangChain above 10,000 messages (one run)"
     )
     ap.add_argument("--label", default="", help="build label for the header, e.g. 'release'")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="rayon threads for windowfit (RAYON_NUM_THREADS); LangChain always uses one",
+    )
     args = ap.parse_args()
 
     enc = b.tiktoken_encoding()
@@ -100,21 +120,27 @@ def main() -> None:
     rows = [measure(n, lc_count, run_langchain=n <= lc_limit) for n in args.sizes]
 
     label = f" ({args.label} build)" if args.label else ""
+    threads = os.environ.get("RAYON_NUM_THREADS") or f"{os.cpu_count()} (all cores)"
     print(f"### Fitting{label}\n")
     print(
         f'wf.fit vs LangChain `trim_messages` (strategy="last", include_system, start_on="human"), '
         f"budget {b.BUDGET:,} tokens, exact cl100k_base counts on both sides, identical selections "
-        f"checked. Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n"
+        f"checked. Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs. "
+        f"Threads: windowfit {threads} (a batch of new messages of 64 KB or more is counted in "
+        f"parallel), LangChain 1. Each cell: best of the row's runs (median in brackets); every "
+        f"contender gets the same runs.\n"
     )
     print(
-        "| messages | text | kept | windowfit cold | LangChain | cold speedup "
+        "| messages | text | kept | runs | windowfit cold | LangChain | cold speedup "
         "| windowfit warm (+1 turn) | LangChain (+1 turn) | warm speedup | cold µs/msg | warm µs/msg |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, mb, kept, cold, lcc, warm, lcw in rows:
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, mb, kept, runs, cold, lcc, warm, lcw in rows:
         print(
-            f"| {n:,} | {mb:,.1f} MB | {kept} | {ms(cold)} | {ms(lcc)} | {ratio(cold, lcc)} "
-            f"| {ms(warm)} | {ms(lcw)} | {ratio(warm, lcw)} | {cold / n * 1e6:,.2f} | {warm / (n + 2) * 1e6:,.3f} |"
+            f"| {n:,} | {mb:,.1f} MB | {kept} | {runs} | {both(cold)} | {both(lcc)} "
+            f"| {ratio(cold[0], lcc and lcc[0])} | {both(warm)} | {both(lcw)} "
+            f"| {ratio(warm[0], lcw and lcw[0])} | {cold[0] / n * 1e6:,.2f} "
+            f"| {warm[0] / (n + 2) * 1e6:,.3f} |"
         )
     if not args.full and any(n > b.LANGCHAIN_MAX for n, *_ in rows):
         print(

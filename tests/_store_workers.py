@@ -40,17 +40,28 @@ def _msg(writer: int, i: int) -> dict[str, Any]:
     return {"role": "user", "content": f"w{writer}-{i}", "w": writer, "i": i, "pid": os.getpid()}
 
 
-def state_worker(spec: dict[str, Any], session_id: str, rounds: int, start: Any, out: Any) -> None:
-    """Increment a counter in the session state with optimistic concurrency, retrying conflicts."""
+def state_worker(
+    spec: dict[str, Any],
+    session_id: str,
+    rounds: int,
+    start: Any,
+    out: Any,
+    barrier: Any = None,
+) -> None:
+    """Increment a counter in the session state with optimistic concurrency, retrying conflicts.
+    With ``barrier``, every writer loads the first state before any of them saves, so all but
+    one of the first saves must conflict."""
     from windowfit.store import ConflictError
 
     store = open_store(spec)
     session = store.session(session_id)
     start.wait()
     conflicts = 0
-    for _ in range(rounds):
+    for r in range(rounds):
         while True:
             state, version = session.load_state()
+            if barrier is not None and r == 0 and conflicts == 0:
+                barrier.wait(timeout=120)
             try:
                 session.save_state({"n": (state or {"n": 0})["n"] + 1}, version)
                 break

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter as Multiset
 from typing import Any
 
 import windowfit as wf
+from _histories import budget_offsets, fit_at_offset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
@@ -177,16 +179,26 @@ def anthropic_conversations(draw: Any) -> tuple[Any, list[dict[str, Any]]]:
     return system, merged
 
 
-@settings(max_examples=150, deadline=None)
-@given(anthropic_conversations(), st.floats(0, 1.2))
-def test_fit_returns_a_valid_window_of_the_callers_messages(conv_in: Any, ratio: float) -> None:
-    system, messages = conv_in
-    conv = from_anthropic(messages, system)
-    budget = int(COUNTER.count_messages(conv.messages) * ratio)
-    try:
-        fitted = fit_anthropic(messages, budget, system=system, counter=COUNTER)
-    except wf.BudgetError:
-        return
+def test_fit_returns_a_valid_window_of_the_callers_messages() -> None:
+    """``BudgetError`` exactly when the pins plus priming exceed the budget (the pins' cost
+    re-derived by the spec's reference in ``_histories``), and most examples really fit."""
+    branches: Multiset[str] = Multiset()
+
+    @settings(max_examples=150, deadline=None)
+    @given(anthropic_conversations(), budget_offsets)
+    def check(conv_in: Any, offset: float) -> None:
+        system, messages = conv_in
+        conv = from_anthropic(messages, system)
+        fit = lambda b: fit_anthropic(messages, b, system=system, counter=COUNTER)
+        fitted, budget = fit_at_offset(offset, conv.messages, COUNTER, fit, branches)
+        if fitted is not None:
+            check_window(system, messages, conv, fitted, budget)
+
+    check()
+    assert branches["budget_error"] > 0 and branches["fitted"] > 2 * branches["budget_error"]
+
+
+def check_window(system: Any, messages: Any, conv: Any, fitted: Any, budget: int) -> None:
     assert fitted.tokens <= budget
     originals = [m for m in fitted.items if any(m is x for x in messages)]
     for m in fitted.items:

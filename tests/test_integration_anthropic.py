@@ -9,12 +9,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anthropic
 import pytest
-
-anthropic = pytest.importorskip("anthropic")
-
 import windowfit as wf
-from windowfit.adapters import from_anthropic, history_problems
+from _pairing import anthropic_problems
 from windowfit.integrations.anthropic import AnthropicWindow, count_tokens
 from windowfit.store import MemoryStore
 from windowfit.usage import UsageTracker
@@ -158,7 +156,7 @@ def test_agent_loop_fits_calibrates_and_records_usage(api: str) -> None:
     sent = MessagesAPI.requests
     for body in sent:
         assert body["messages"][0]["role"] == "user"
-        assert history_problems(from_anthropic(body["messages"], body["system"]).messages) == []
+        assert anthropic_problems(body["messages"]) == []
     assert len(sent[-1]["messages"]) < len(messages)  # it did have to fit
     # calibration: the estimate learned the stand-in's denser tokenizer
     assert counter.calibration > 1.05

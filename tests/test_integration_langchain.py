@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langchain_core")
-pytest.importorskip("langgraph")
-
 import windowfit as wf
+from _histories import request_problems
+from _pairing import langchain_problems
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -26,7 +24,6 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
-from windowfit.adapters import history_problems
 from windowfit.integrations.langchain import (
     Windower,
     from_canonical,
@@ -155,7 +152,7 @@ def test_trim_never_orphans_tool_messages_where_trim_messages_does() -> None:
     assert isinstance(theirs[-1], ToolMessage)  # trim_messages keeps an orphan result
     ours = trim(ms, 200, model="gpt-4o")
     assert ours == [ms[0], ms[1]]
-    assert history_problems(to_canonical(ours).messages) == []
+    assert langchain_problems(ours) == []
 
 
 def test_trim_keeps_pins_and_raises_when_they_do_not_fit() -> None:
@@ -184,7 +181,7 @@ def test_conversion_round_trip_and_invalid_tool_calls() -> None:
         [HumanMessage("x"), bad, ToolMessage("error: bad args", tool_call_id="bad1")]
     )
     assert conv.messages[1]["tool_calls"][0]["id"] == "bad1"
-    assert history_problems(conv.messages) == []
+    assert request_problems(conv.messages) == []  # the independent checker of _histories
 
 
 def test_dict_and_tuple_messages_are_accepted() -> None:
@@ -197,8 +194,8 @@ def test_dict_and_tuple_messages_are_accepted() -> None:
 
 def _check_call(messages: list[BaseMessage], budget: int, latest_user: BaseMessage) -> None:
     """What one model call received: a valid history, within budget (tools included)."""
+    assert langchain_problems(messages) == [], langchain_problems(messages)
     canon = to_canonical(messages).messages
-    assert history_problems(canon) == [], history_problems(canon)
     assert COUNTER.count_messages(canon) + COUNTER.count_tools(TOOL_SCHEMAS) <= budget
     assert any(m is latest_user or (m.id and m.id == latest_user.id) for m in messages)
 

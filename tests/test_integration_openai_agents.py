@@ -6,11 +6,8 @@ import asyncio
 import random
 from typing import Any
 
-import pytest
-
-pytest.importorskip("agents")
-
 import windowfit as wf
+from _pairing import responses_problems
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -22,7 +19,7 @@ from openai.types.responses import (
     ResponseReasoningItem,
 )
 from openai.types.responses.response_reasoning_item import Summary
-from windowfit.adapters import from_responses, history_problems
+from windowfit.adapters import from_responses
 from windowfit.adapters.openai_responses import call_key, output_key
 from windowfit.integrations.openai_agents import WindowfitSession, input_filter
 from windowfit.store import MemoryStore
@@ -101,8 +98,8 @@ class ScriptedModel(Model):
 
 
 def check_input(instructions: str | None, items: list[Any], budget: int) -> None:
+    assert responses_problems(items) == []
     conv = from_responses(items)
-    assert history_problems(conv.messages) == []
     sent = ([{"role": "system", "content": instructions}] if instructions else []) + conv.messages
     assert COUNTER.count_messages(sent) <= budget
     assert {call_key(i) for i in items} - {None} == {output_key(i) for i in items} - {None}
@@ -166,7 +163,7 @@ def test_session_with_context_manager_summarizes_into_the_store_state() -> None:
         first_of_last_run[0]["role"] == "system"
         and state["summary"][:40] in first_of_last_run[0]["content"]
     )
-    assert history_problems(from_responses(first_of_last_run).messages) == []
+    assert responses_problems(first_of_last_run) == []
 
 
 def test_pop_and_clear() -> None:

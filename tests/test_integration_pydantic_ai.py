@@ -8,10 +8,9 @@ import random
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 import windowfit as wf
+from _histories import request_problems
+from _pairing import pydantic_ai_problems
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -27,7 +26,6 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from windowfit.adapters import history_problems
 from windowfit.integrations.pydantic_ai import (
     WindowfitCapability,
     WindowfitHistory,
@@ -121,7 +119,7 @@ def test_conversion_part_by_part() -> None:
     ]
     # tool returns go first although the user part came first in the request
     assert conv.origins[3:6] == [((2, 1),), ((2, 2),), ((2, 0),)]
-    assert history_problems(conv.messages) == []
+    assert request_problems(conv.messages) == []  # the independent checker of _histories
 
 
 def test_from_canonical() -> None:
@@ -169,7 +167,7 @@ def test_partly_kept_request_is_a_copy_keeping_the_rest() -> None:
     second = out[1]
     assert isinstance(second, ModelRequest) and [type(p) for p in second.parts] == [UserPromptPart]
     assert all(any(m is x for x in msgs) for m in out[2:])  # the rest are the caller's objects
-    assert history_problems(to_canonical(out).messages) == []
+    assert pydantic_ai_problems(out) == []
     # as a processor it merges the two adjacent requests, as PydanticAI would at the next run
     processed = history_processor(budget=900, model="gpt-4o")(msgs)
     assert [type(p) for p in processed[0].parts] == [SystemPromptPart, UserPromptPart]
@@ -269,8 +267,8 @@ def tool_tokens(agent: Agent) -> int:
 
 
 def check_call(messages: list[ModelMessage], budget: int, tools: int, prompt: str) -> None:
+    assert pydantic_ai_problems(messages) == [], pydantic_ai_problems(messages)
     canon = to_canonical(messages).messages
-    assert history_problems(canon) == [], history_problems(canon)
     sent = [{"role": "system", "content": INSTRUCTIONS}, *canon]
     assert COUNTER.count_messages(sent) + tools <= budget
     assert any(
@@ -383,7 +381,7 @@ def test_processor_with_context_manager_keeps_the_full_history_itself() -> None:
     assert len(history) < len(full) == 4 * 60 - 1
     assert h.conversation(key).state["summarized_until"] > 0
     assert not any(r["state_reset"] for r in [h.last_stats])
-    assert history_problems(to_canonical(history).messages) == []
+    assert pydantic_ai_problems(history) == []
 
 
 def test_history_async_direct() -> None:
@@ -429,4 +427,4 @@ def test_edited_tool_return_is_a_copy_in_a_copy_of_its_request() -> None:
     assert first.parts[0].content == "x … cut" and first.parts[0].tool_name == "read"
     assert first.parts[0].timestamp == req.parts[0].timestamp
     assert second.parts == [req.parts[1]] and req.parts[0].content == "x" * 500
-    assert history_problems(to_canonical(out).messages) == []
+    assert pydantic_ai_problems(out) == []

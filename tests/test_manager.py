@@ -429,7 +429,13 @@ def test_summarizes_when_over_the_high_water_mark() -> None:
     assert s["tokens_summary"] > 0 and s["has_summary"]
     assert s["tokens_summary"] + s["tokens_recent"] <= s["high_water"]
     assert s["tokens_summary"] <= s["summary_budget"]
-    assert s["tokens_recent"] <= s["low_water"] + 200
+    # the recent part is the longest run of whole rounds under the low-water mark: what
+    # follows the cut, and one round more would not have fit
+    c, cut = cm.counter, p.state["cut"]
+    assert s["tokens_recent"] == c.count_messages(history[cut:]) - c.reply_priming
+    assert s["tokens_recent"] <= s["low_water"]
+    before = max(i for i in range(1, cut) if history[i]["role"] == "user")
+    assert c.count_messages(history[before:]) - c.reply_priming > s["low_water"]
     assert s["tokens_saved"] == s["tokens_full"] - s["tokens"]
     state = p.state
     assert state["summary"] and state["summary_tokens"] == cm.counter.count(state["summary"])
@@ -560,7 +566,9 @@ def test_state_of_another_history_is_discarded() -> None:
     other = conversation(40, words=31)
     p2 = cm.prepare(other, p.state)
     assert p2.stats["state_reset"]
-    assert "Question 0: word word" in p2.state["summary"] or p2.state["summary"] == ""
+    # summarized afresh from the new history: its first question (31 words), not the old one's
+    assert "Question 0: " + "word " * 31 + "ticket T-1000" in p2.state["summary"]
+    assert p2.state["summary"] != p.state["summary"] and p2.state["summaries"] == 1
     check_prompt(cm, other, p2)
     # a stale or foreign state object is ignored, not trusted
     assert cm.prepare(other, {"version": 99, "summary": "bogus"}).state["summary"] != "bogus"

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import itertools
 import json
+import math
 from typing import Any
 
 import pytest
@@ -134,14 +135,22 @@ def test_summaries_are_incremental(session) -> None:
     # dynamic length: about 15% of what was evicted, clamped to the summary budget
     evicted = cm.counter.count_messages(expected) - cm.counter.reply_priming
     assert final_state["evicted_tokens"] == evicted
-    budget = cm.budget(history)
-    last = rec.calls[-1]["target"]
-    assert last <= 0.8 * budget.summary_budget
-    assert (
-        last == int(0.8 * (budget.summary_budget - 0))
-        or last >= min(48, budget.summary_budget)
-        and (last <= max(48, -(-evicted * 15 // 100)))
-    )
+    # each call's target: 15% of everything evicted so far (at least 48 tokens), capped at 80%
+    # of the summary budget less the summary message's own wrapper (a few dozen tokens)
+    cap_hi = int(0.8 * cm.budget(history).summary_budget)
+    cap_lo = int(0.8 * (cm.budget(history).summary_budget - 64))
+    triggered = [p for p in prepared if p.stats["summary_triggered"]]
+    assert len(triggered) == len(rec.calls)
+    ratio_rule = capped = 0
+    for call, p in zip(rec.calls, triggered):
+        want = max(48, math.ceil(p.state["evicted_tokens"] * 15 / 100))
+        if want <= cap_lo:
+            assert call["target"] == want
+            ratio_rule += 1
+        else:
+            assert cap_lo <= call["target"] <= min(want, cap_hi)
+            capped += 1
+    assert ratio_rule > 0 and capped > 0  # this session exercises both sides of the cap
 
 
 def test_stable_prefix_keeps_prompts_cacheable(session) -> None:
@@ -276,7 +285,9 @@ def test_long_agent_run_after_one_user_message() -> None:
         p = cm.prepare(history, state)
         check_prompt(cm, history, p)
         state = p.state
-    assert p.stats["summary_triggered"] or state["summaries"] > 3
+    assert (
+        state["summaries"] > 3
+    )  # the tool rounds after the one request were folded, again and again
     assert p.messages[0]["role"] == "system"
     assert p.messages[1]["content"].startswith("[Summary")
     assert p.messages[2] is history[1]  # the request, verbatim, right after the summary

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
+import openai
 import pytest
-
-openai = pytest.importorskip("openai")
-
 from _chat_server import ChatServer, Hangup, Raw, Reply, Slow, Status
 from windowfit.context import ContextManager
 from windowfit.summarize import LLMSummarizer, SummaryError
@@ -74,12 +71,10 @@ def test_chinese_conversation_gets_the_chinese_prompt(srv: ChatServer) -> None:
 
 def test_retries_server_errors_with_backoff(srv: ChatServer) -> None:
     srv.script(Status(500, retry_after_ms=20), Status(503, retry_after_ms=20), Reply("recovered"))
-    t0 = time.monotonic()
     assert _summarize(_summarizer(srv, max_retries=2)) == "recovered"
     assert len(srv.chat_requests) == 3
     gaps = [b["time"] - a["time"] for a, b in zip(srv.chat_requests, srv.chat_requests[1:])]
     assert all(g >= 0.015 for g in gaps)  # Retry-After honoured between attempts
-    assert time.monotonic() - t0 < 5
 
 
 def test_rate_limit_is_retried(srv: ChatServer) -> None:
@@ -106,11 +101,11 @@ def test_client_errors_are_not_retried(srv: ChatServer) -> None:
 
 
 def test_slow_responses_time_out(srv: ChatServer) -> None:
-    srv.script(Slow(3.0), Slow(3.0))
-    t0 = time.monotonic()
+    """The server does answer, 60 s later: only the client's own timeout can raise here, on
+    both attempts (a retry after the first timeout). No wall-clock bound needed."""
+    srv.script(Slow(60.0, "too late"), Slow(60.0, "too late"))
     with pytest.raises(openai.APITimeoutError):
         _summarize(_summarizer(srv, timeout=0.3, max_retries=1))
-    assert time.monotonic() - t0 < 2.5
     assert len(srv.chat_requests) == 2
 
 

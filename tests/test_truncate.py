@@ -314,3 +314,55 @@ def test_bad_marker_and_counter() -> None:
 def test_exported() -> None:
     assert wf.truncate is truncate and wf.Truncation is Truncation
     assert {"truncate", "Truncation", "ObservationTruncator", "compact_json"} <= set(wf.__all__)
+
+
+# --------------------------------------------------------------------------- big input
+
+
+def big_log(target_bytes: int) -> str:
+    """A deterministic tool output of about ``target_bytes``: log lines, JSON, CJK paragraphs
+    with no break (one pre-tokenizer piece longer than a parallel chunk's sync window), space
+    and newline runs, CRLF, emoji and digits, so the parallel count's chunk seams fall
+    everywhere, including inside long pieces."""
+    parts: list[str] = []
+    size, i = 0, 0
+    while size < target_bytes:
+        block = (
+            f"2026-01-01T10:{i // 60 % 60:02d}:{i % 60:02d}Z INFO worker-{i % 7} job {i}\r\n"
+            + f'{{"id": {i}, "name": "Zoë 🙂", "tags": ["a", "b"], "ms": {i * 37 % 900}}}\n'
+            + ("上下文窗口需要精确计数" * (700 if i % 50 == 0 else 3))
+            + " " * (i % 300)
+            + "\n" * (i % 4)
+            + str(10**40 + i)
+            + "\n"
+        )
+        parts.append(block)
+        size += len(block.encode())
+        i += 1
+    return "".join(parts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("direction", DIRECTIONS)
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_a_mebibyte_and_more_is_counted_like_tiktoken(encoding: str, direction: str) -> None:
+    """Texts of 1 MiB and more take the parallel counting path (chunks counted on several
+    threads, stitched where pieces cross a seam). ``original_tokens`` and the kept text's
+    count must equal tiktoken's own ``encode_ordinary`` of the same strings."""
+    from _corpus import tiktoken_cl100k, tiktoken_o200k
+
+    ref = tiktoken_cl100k() if encoding == "cl100k_base" else tiktoken_o200k()
+    text = big_log(3 << 19)  # 1.5 MiB
+    assert len(text.encode()) >= 1 << 20
+    counter = wf.Counter(encoding=encoding, cache_entries=0)
+    t = truncate(text, 2000, direction=direction, counter=counter)
+    assert t.truncated
+    assert t.original_tokens == len(ref.encode_ordinary(text))
+    kept = len(ref.encode_ordinary(t.text))
+    assert t.tokens == kept <= 2000
+    assert kept >= 2000 - 8  # maximal to within a few tokens (the cut lands between pieces)
+    head, tail = split(text, t, DEFAULT_MARKER)
+    assert (direction == "tail") == (head == "") and (direction == "head") == (tail == "")
+    # omitted = original - head - tail, each counted alone by the reference
+    omitted = t.original_tokens - len(ref.encode_ordinary(head)) - len(ref.encode_ordinary(tail))
+    assert t.omitted_tokens == omitted > 0
