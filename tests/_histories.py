@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 # The strategies, the message facts, the pairing analysis and the request validator are the
 # public ``windowfit.testing`` (users property-test their own windows with them); the slow
