@@ -24,12 +24,15 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
-
-if TYPE_CHECKING:
-    from windowfit.store.base import BaseStore
+from windowfit.store.base import (
+    BaseStore,
+    ConflictError,
+    SessionInfo,
+    new_child_id,
+    validate_session_id,
+)
 
 __all__ = ["Session"]
 
@@ -424,3 +427,7 @@ def _content_text(content: Any) -> str:
                 parts.append(part["text"])
         return "".join(parts)
     return json.dumps(content, ensure_ascii=False)
+
+
+# `store.session(id)` makes Session handles; the store package must not import this module
+BaseStore.session_factory = Session

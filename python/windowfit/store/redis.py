@@ -31,10 +31,10 @@ import time
 import weakref
 from collections.abc import Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
 from windowfit.store.base import (
-    SCHEMA_VERSION,
     BaseStore,
     ConflictError,
     SessionInfo,
@@ -42,6 +42,7 @@ from windowfit.store.base import (
     StoreError,
     UsageRecord,
     UsageRow,
+    arun_steps,
     decode_messages,
     decode_meta,
     decode_state,
@@ -51,6 +52,7 @@ from windowfit.store.base import (
     info_float,
     info_int,
     new_epoch,
+    run_steps,
     sort_rows,
     ttl_seconds,
     validate_session_id,
@@ -59,187 +61,6 @@ from windowfit.store.base import (
 __all__ = ["RedisStore"]
 
 logger = logging.getLogger(__name__)
-
-# How long a write's operation id is remembered to make retried commands idempotent.
-_OP_TTL = 600
-_CORRUPT = "WINDOWFIT_CORRUPT"
-_METRICS_INT = (
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "calls",
-    "unpriced_calls",
-)
-
-_PRELUDE = f"""
-local function clock()
-  local t = redis.call('TIME')
-  return string.format('%d.%06d', t[1], t[2])
-end
-local function wrong(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return '{_CORRUPT} key ' .. key .. ' holds a ' .. t .. ', expected a ' .. want
-  end
-  return nil
-end
-local function touch(meta, epoch, now)
-  if redis.call('HSETNX', meta, 'epoch', epoch) == 1 then
-    redis.call('HSET', meta, 'created_at', now, 'state_version', 0, 'status', 'open',
-               'schema', {SCHEMA_VERSION})
-  end
-  redis.call('HSET', meta, 'updated_at', now)
-end
-local function expire(ttl, ...)
-  if tonumber(ttl) > 0 then
-    for _, k in ipairs({{...}}) do redis.call('EXPIRE', k, ttl) end
-  end
-end
-"""
-
-# KEYS: msgs, meta, index, op, kids   ARGV: id, epoch, ttl, op_ttl, records...
-_APPEND = (
-    _PRELUDE
-    + """
-local done = redis.call('GET', KEYS[4])
-if done then return tonumber(done) end
-local bad = wrong(KEYS[1], 'list') or wrong(KEYS[2], 'hash')
-if bad then return redis.error_reply(bad) end
-local now = clock()
-touch(KEYS[2], ARGV[2], now)
-local n = 0
-for i = 5, #ARGV, 1000 do
-  n = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-local start = n - (#ARGV - 4)
-redis.call('ZADD', KEYS[3], now, ARGV[1])
-expire(ARGV[3], KEYS[1], KEYS[2], KEYS[5])
-redis.call('SET', KEYS[4], start, 'EX', ARGV[4])
-return start
-"""
-)
-
-# KEYS: meta, index, msgs, kids   ARGV: id, epoch, ttl, expected, has_state, state, op
-_SAVE_STATE = (
-    _PRELUDE
-    + f"""
-local bad = wrong(KEYS[1], 'hash')
-if bad then return redis.error_reply(bad) end
-local v = redis.call('HGET', KEYS[1], 'state_version')
-local cur = 0
-if v then
-  cur = tonumber(v)
-  if not cur then return redis.error_reply('{_CORRUPT} state_version is not a number') end
-  if redis.call('HGET', KEYS[1], 'state_op') == ARGV[7] then return {{0, cur}} end
-end
-if cur ~= tonumber(ARGV[4]) then return {{1, cur}} end
-local now = clock()
-touch(KEYS[1], ARGV[2], now)
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'state', ARGV[6])
-else
-  redis.call('HDEL', KEYS[1], 'state')
-end
-redis.call('HSET', KEYS[1], 'state_version', cur + 1, 'state_op', ARGV[7])
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-expire(ARGV[3], KEYS[1], KEYS[3], KEYS[4])
-return {{0, cur + 1}}
-"""
-)
-
-# KEYS: child meta, child msgs, parent meta, parent kids, index, op, parent msgs
-# ARGV: child id, parent id, child epoch, parent epoch, ttl, op_ttl, task, tool_call_id, meta,
-#       records...
-_CREATE_CHILD = (
-    _PRELUDE
-    + """
-if redis.call('GET', KEYS[6]) then return 1 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local bad = wrong(KEYS[2], 'list') or wrong(KEYS[3], 'hash') or wrong(KEYS[4], 'zset')
-if bad then return redis.error_reply(bad) end
-local now = clock()
-touch(KEYS[3], ARGV[4], now)
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'epoch', ARGV[3], 'created_at', now, 'updated_at', now,
-           'state_version', 0, 'status', 'open', 'schema', SCHEMA, 'parent_id', ARGV[2])
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'task', ARGV[7]) end
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'tool_call_id', ARGV[8]) end
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'meta', ARGV[9]) end
-for i = 10, #ARGV, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-redis.call('ZADD', KEYS[4], now, ARGV[1])
-redis.call('ZADD', KEYS[5], now, ARGV[1], now, ARGV[2])
-expire(ARGV[5], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7])
-redis.call('SET', KEYS[6], 1, 'EX', ARGV[6])
-return 1
-"""
-)
-
-# KEYS: child meta, parent meta, parent msgs, index, op, parent kids
-# ARGV: child id, parent id, parent epoch, result, record, ttl, op_ttl
-_FINISH = (
-    _PRELUDE
-    + """
-local done = redis.call('GET', KEYS[5])
-if done then return {0, tonumber(done)} end
-local bad = wrong(KEYS[1], 'hash') or wrong(KEYS[2], 'hash') or wrong(KEYS[3], 'list')
-if bad then return redis.error_reply(bad) end
-if redis.call('HGET', KEYS[1], 'parent_id') ~= ARGV[2] then return {2, 0} end
-if redis.call('HGET', KEYS[1], 'status') == 'finished' then return {1, 0} end
-local now = clock()
-touch(KEYS[2], ARGV[3], now)
-local n = redis.call('RPUSH', KEYS[3], ARGV[5])
-redis.call('HSET', KEYS[1], 'status', 'finished', 'result', ARGV[4], 'updated_at', now,
-           'result_index', n - 1)
-redis.call('ZADD', KEYS[4], now, ARGV[1], now, ARGV[2])
-expire(ARGV[6], KEYS[1], KEYS[2], KEYS[3], KEYS[6])
-redis.call('SET', KEYS[5], n - 1, 'EX', ARGV[7])
-return {0, n - 1}
-"""
-)
-
-# KEYS: meta, msgs, kids, index   ARGV: id, cutoff ('' = unconditional)
-_DELETE = """
-if ARGV[2] ~= '' then
-  local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-  if score and tonumber(score) >= tonumber(ARGV[2]) then return 0 end
-end
-local existed = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('ZREM', KEYS[4], ARGV[1])
-if existed > 0 then return 1 end
-return 0
-"""
-
-# KEYS: op, days set, day hash, [session hash]
-# ARGV: op_ttl, session ttl, day, then (key index, field, 'i'|'f', amount) quads
-_USAGE = """
-if redis.call('GET', KEYS[1]) then return 0 end
-for i = 4, #ARGV, 4 do
-  local key = KEYS[tonumber(ARGV[i])]
-  if ARGV[i + 2] == 'f' then
-    redis.call('HINCRBYFLOAT', key, ARGV[i + 1], ARGV[i + 3])
-  else
-    redis.call('HINCRBY', key, ARGV[i + 1], ARGV[i + 3])
-  end
-end
-redis.call('SADD', KEYS[2], ARGV[3])
-if #KEYS >= 4 and tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[4], ARGV[2]) end
-redis.call('SET', KEYS[1], 1, 'EX', ARGV[1])
-return 1
-"""
-
-_CREATE_CHILD = _CREATE_CHILD.replace("'schema', SCHEMA", f"'schema', {SCHEMA_VERSION}")
-
-_SCRIPTS = {
-    "append": _APPEND,
-    "save_state": _SAVE_STATE,
-    "create_child": _CREATE_CHILD,
-    "finish": _FINISH,
-    "delete": _DELETE,
-    "usage": _USAGE,
-}
 
 _T = TypeVar("_T")
 
@@ -362,31 +183,27 @@ class RedisStore(BaseStore):
         return StoreError(f"Redis error at {self.url}: {exc}")
 
     def _drive(self, op: _Op[_T], session_id: str | None) -> _T:
-        try:
-            request = next(op)
-            while True:
-                try:
-                    result = self._execute(self._client, self._scripts, request)
-                except (*self._errors, UnicodeDecodeError) as exc:
-                    raise self._map_error(exc, session_id) from exc
-                request = op.send(result)
-        except StopIteration as stop:
-            return cast(_T, stop.value)
+        def execute(request: _Request) -> Any:
+            try:
+                return self._execute(self._client, self._scripts, request)
+            except (*self._errors, UnicodeDecodeError) as exc:
+                raise self._map_error(exc, session_id) from exc
+
+        return run_steps(op, execute)
 
     async def _adrive(self, op: _Op[_T], session_id: str | None) -> _T:
         client, scripts = self._async_client()
-        try:
-            request = next(op)
-            while True:
-                try:
-                    result = self._execute(client, scripts, request)
-                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                        result = await result
-                except (*self._errors, UnicodeDecodeError) as exc:
-                    raise self._map_error(exc, session_id) from exc
-                request = op.send(result)
-        except StopIteration as stop:
-            return cast(_T, stop.value)
+
+        async def execute(request: _Request) -> Any:
+            try:
+                result = self._execute(client, scripts, request)
+                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    result = await result
+            except (*self._errors, UnicodeDecodeError) as exc:
+                raise self._map_error(exc, session_id) from exc
+            return result
+
+        return await arun_steps(op, execute)
 
     @staticmethod
     def _execute(client: Any, scripts: dict[str, Any], request: _Request) -> Any:
