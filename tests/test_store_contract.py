@@ -1,4 +1,5 @@
-"""The store protocol, run identically against MemoryStore, SQLiteStore and a real Redis."""
+"""The store protocol, run identically against MemoryStore, SQLiteStore, a real Redis and a real
+PostgreSQL (both started on loopback by the fixtures)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from _redis import redis_prefix, redis_server, redis_url
+from _store_postgres import pg_schema, postgres_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.session import Session
@@ -27,9 +29,9 @@ from windowfit.store import (
 from windowfit.store.base import decode_message, encode_message
 
 # imported so that pytest finds these fixtures in this module
-REDIS_FIXTURES = (redis_prefix, redis_server, redis_url)
+REDIS_FIXTURES = (redis_prefix, redis_server, redis_url, pg_schema, postgres_server)
 
-KINDS = ["memory", "sqlite", "redis"]
+KINDS = ["memory", "sqlite", "redis", "postgres"]
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: Any) -> BaseStore:
@@ -37,6 +39,11 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: A
         return MemoryStore(**kw)
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "sessions.db", **kw)
+    if kind == "postgres":
+        from windowfit.store.postgres import PostgresStore
+
+        pg = request.getfixturevalue("postgres_server")
+        return PostgresStore(pg.dsn, schema=request.getfixturevalue("pg_schema"), **kw)
     from windowfit.store import RedisStore
 
     server = request.getfixturevalue("redis_server")

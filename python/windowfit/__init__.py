@@ -38,6 +38,7 @@ from windowfit.session import Session
 from windowfit.store import (
     ConflictError,
     MemoryStore,
+    PostgresStore,
     RedisStore,
     SQLiteStore,
     StoreCorruptError,
@@ -80,6 +81,7 @@ __all__ = [
     # sessions and usage
     "Session",
     "SQLiteStore",
+    "PostgresStore",
     "RedisStore",
     "MemoryStore",
     "open_store",
