@@ -366,6 +366,7 @@ class PostgresStore(BaseStore):
                 if attempt + 1 < _ATTEMPTS and self._retryable(exc):
                     logger.warning("%r: %s; retrying on a new connection", self, exc)
                     time.sleep(0.05 * 2**attempt)
+                    pool.check()  # the other idle connections may have died with this one
                     continue
                 raise self._map_error(exc, session_id) from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -384,6 +385,7 @@ class PostgresStore(BaseStore):
                 if attempt + 1 < _ATTEMPTS and self._retryable(exc):
                     logger.warning("%r: %s; retrying on a new connection", self, exc)
                     await asyncio.sleep(0.05 * 2**attempt)
+                    await pool.check()  # the other idle connections may have died with this one
                     continue
                 raise self._map_error(exc, session_id) from exc
         raise AssertionError("unreachable")  # pragma: no cover
@@ -716,9 +718,8 @@ class PostgresStore(BaseStore):
         if name == "finish_child":
             child_id, result, message = args
             record = encode_message(message, now=now)
-            return self._write(
-                lambda: self._op_finish(child_id, result, record, now), int
-            ), child_id
+            cid, text = _db(child_id), _db(result)
+            return self._write(lambda: self._op_finish(cid, text, record, now), int), child_id
         if name == "children":
             (session_id,) = args
             sid = _db(session_id)
