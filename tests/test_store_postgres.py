@@ -120,7 +120,7 @@ def test_killed_connections_mid_run_lose_and_duplicate_nothing(
 def test_a_retry_after_a_lost_commit_is_not_applied_twice(store: PostgresStore) -> None:
     """The operation-id check, driven directly: the same op run twice appends once."""
     sid = f"op-{uuid.uuid4().hex[:8]}"
-    make, _ = store._call("append", sid, [{"role": "user", "content": "once"}])
+    make = store._operation("append", sid, [{"role": "user", "content": "once"}])
     first = store._drive(make, sid)
     again = store._drive(make, sid)  # as after a reply lost with the connection
     assert first == again == 0

@@ -25,14 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from typing_extensions import Self
 
 from windowfit.errors import MessageTypeError, WindowfitError
-
-if TYPE_CHECKING:
-    from collections.abc import Generator
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -663,37 +660,6 @@ class BaseStore(abc.ABC):
         if seconds is None:
             raise ValueError("cleanup needs older_than, or a store created with ttl=")
         return time.time() - seconds
-
-
-# --------------------------------------------------------------------------- one body, two runners
-#
-# A networked store writes each operation once, as a generator that yields the requests it needs
-# (a script call, a pipeline, an SQL statement) and receives their results. `run_steps` drives it
-# with a blocking client, `arun_steps` with an asyncio one: the sync and async twins share every
-# line of logic and differ only in how a request is executed.
-
-#: A request an operation yields to its runner; its meaning belongs to the store.
-Step = tuple[Any, ...]
-
-
-def run_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
-    """Run ``op``, executing each step it yields with ``execute`` (blocking)."""
-    try:
-        step = next(op)
-        while True:
-            step = op.send(execute(step))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
-async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
-    """Run ``op``, awaiting ``execute(step)`` for each step it yields."""
-    try:
-        step = next(op)
-        while True:
-            step = op.send(await execute(step))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 def info_from_row(row: Sequence[Any]) -> SessionInfo:

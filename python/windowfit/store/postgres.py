@@ -27,20 +27,27 @@ import re
 import secrets
 import time
 import weakref
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
+from windowfit.store._postgres_sql import (
+    _COLUMNS,
+    _INFO,
+    _INSERT_MESSAGES,
+    _MIGRATIONS,
+    _RESERVE,
+    _SCHEMA,
+)
+from windowfit.store._steps import Operation, StepStore, arun_steps, run_steps
 from windowfit.store.base import (
     SCHEMA_VERSION,
-    BaseStore,
     ConflictError,
     SessionInfo,
     StoreCorruptError,
     StoreError,
     UsageRecord,
     UsageRow,
-    arun_steps,
     decode_messages,
     decode_state,
     encode_message,
@@ -49,7 +56,6 @@ from windowfit.store.base import (
     info_from_row,
     info_int,
     new_epoch,
-    run_steps,
     ttl_seconds,
     validate_session_id,
 )
@@ -69,91 +75,6 @@ _OP_TTL = 600.0
 _ATTEMPTS = 4
 # Every this many writes a store forgets expired operation ids (cleanup() does too).
 _PRUNE_EVERY = 500
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS windowfit_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS windowfit_sessions (
-    id            TEXT PRIMARY KEY,
-    epoch         TEXT NOT NULL,
-    parent_id     TEXT,
-    task          TEXT,
-    tool_call_id  TEXT,
-    meta          TEXT,
-    created_at    DOUBLE PRECISION NOT NULL,
-    updated_at    DOUBLE PRECISION NOT NULL,
-    state         TEXT,
-    state_version BIGINT NOT NULL DEFAULT 0,
-    status        TEXT NOT NULL DEFAULT 'open',
-    result        TEXT,
-    length        BIGINT NOT NULL DEFAULT 0,
-    created_seq   BIGSERIAL
-);
-CREATE INDEX IF NOT EXISTS windowfit_sessions_parent ON windowfit_sessions (parent_id, created_at);
-CREATE INDEX IF NOT EXISTS windowfit_sessions_updated ON windowfit_sessions (updated_at);
-CREATE TABLE IF NOT EXISTS windowfit_messages (
-    session_id TEXT NOT NULL,
-    seq        BIGINT NOT NULL,
-    data       TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS windowfit_ops (
-    id     TEXT PRIMARY KEY,
-    result TEXT NOT NULL,
-    at     DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX IF NOT EXISTS windowfit_ops_at ON windowfit_ops (at);
-CREATE TABLE IF NOT EXISTS windowfit_usage (
-    id                 BIGSERIAL PRIMARY KEY,
-    ts                 DOUBLE PRECISION NOT NULL,
-    day                TEXT NOT NULL,
-    model              TEXT NOT NULL,
-    session_id         TEXT,
-    prompt_tokens      BIGINT NOT NULL,
-    completion_tokens  BIGINT NOT NULL,
-    cached_tokens      BIGINT NOT NULL DEFAULT 0,
-    cache_write_tokens BIGINT NOT NULL DEFAULT 0,
-    cost               DOUBLE PRECISION
-);
-CREATE INDEX IF NOT EXISTS windowfit_usage_day ON windowfit_usage (day, model);
-CREATE INDEX IF NOT EXISTS windowfit_usage_session ON windowfit_usage (session_id)
-"""
-
-# Columns windowfit needs in each table: a same-named table without them is foreign data.
-_COLUMNS = {
-    "windowfit_sessions": {
-        "id", "epoch", "parent_id", "task", "tool_call_id", "meta", "created_at", "updated_at",
-        "state", "state_version", "status", "result", "length",
-    },
-    "windowfit_messages": {"session_id", "seq", "data"},
-    "windowfit_ops": {"id", "result", "at"},
-    "windowfit_usage": {
-        "id", "ts", "day", "model", "session_id", "prompt_tokens", "completion_tokens",
-        "cached_tokens", "cache_write_tokens", "cost",
-    },
-}  # fmt: skip
-
-# Upgrades from each older schema version to the next; add one when the tables change.
-_MIGRATIONS: dict[int, str] = {}
-
-_INFO = (
-    "SELECT id, epoch, parent_id, task, tool_call_id, meta, created_at, updated_at, "
-    "state_version, status, result, length FROM windowfit_sessions "
-)
-
-# Reserve `n` sequence numbers of a session (creating it), returning the first.
-_RESERVE = (
-    "INSERT INTO windowfit_sessions AS s (id, epoch, created_at, updated_at, length) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE "
-    "SET updated_at = EXCLUDED.updated_at, length = s.length + EXCLUDED.length "
-    "RETURNING s.length - %s"
-)
-_INSERT_MESSAGES = (
-    "INSERT INTO windowfit_messages (session_id, seq, data) "
-    "SELECT %s, %s + t.ord - 1, t.data FROM unnest(%s::text[]) WITH ORDINALITY AS t(data, ord)"
-)
 
 
 @overload
@@ -203,7 +124,7 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{db}"
 
 
-class PostgresStore(BaseStore):
+class PostgresStore(StepStore):
     """Sessions and usage in PostgreSQL at ``dsn`` (``postgresql://user@host:port/db`` or a
     ``key=value`` conninfo string).
 
@@ -352,7 +273,7 @@ class PostgresStore(BaseStore):
             return False
         return isinstance(exc, pg.OperationalError | pg.InterfaceError)
 
-    def _drive(self, make: Callable[[], _Op[_T]], session_id: str | None) -> _T:
+    def _drive(self, make: Operation, session_id: str | None) -> Any:
         pool = self._sync_pool()
         for attempt in range(_ATTEMPTS):
             try:
@@ -371,7 +292,7 @@ class PostgresStore(BaseStore):
                 raise self._map_error(exc, session_id) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _adrive(self, make: Callable[[], _Op[_T]], session_id: str | None) -> _T:
+    async def _adrive(self, make: Operation, session_id: str | None) -> Any:
         pool = await self._async_pool()
         for attempt in range(_ATTEMPTS):
             try:
@@ -669,8 +590,8 @@ class PostgresStore(BaseStore):
 
     # ------------------------------------------------------------------ the calls, built once
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Callable[[], _Op[Any]], Any]:
-        """The operation factory for protocol method ``name`` and the session its errors name.
+    def _operation(self, name: str, *args: Any, **kwargs: Any) -> Operation:
+        """The operation of protocol method ``name``.
 
         Arguments are validated and payloads encoded here, once, before any I/O; writes get
         their operation id here so every retry of the call reuses it.
@@ -681,27 +602,27 @@ class PostgresStore(BaseStore):
             sid = _db(validate_session_id(session_id))
             records = [encode_message(m, now=now) for m in messages]
             if not records:
-                return (lambda: self._op_append(sid, [], now)), session_id
-            return self._write(lambda: self._op_append(sid, records, now), int), session_id
+                return lambda: self._op_append(sid, [], now)
+            return self._write(lambda: self._op_append(sid, records, now), int)
         if name == "read":
             session_id, start = args
             sid = _db(session_id)
-            return (lambda: self._op_read(sid, max(0, int(start)))), session_id
+            return lambda: self._op_read(sid, max(0, int(start)))
         if name == "info":
             (session_id,) = args
             sid = _db(session_id)
-            return (lambda: self._op_info(sid)), session_id
+            return lambda: self._op_info(sid)
         if name == "load_state":
             (session_id,) = args
             sid = _db(session_id)
-            return (lambda: self._op_state(sid)), session_id
+            return lambda: self._op_state(sid)
         if name == "save_state":
             session_id, state, expected = args
             sid = _db(validate_session_id(session_id))
             encoded = encode_state(state)
             expected = int(expected)
             op = self._write(lambda: self._op_save_state(sid, encoded, expected, now), int)
-            return op, session_id
+            return op
         if name == "create_child":
             parent_id, child_id = args
             pid, cid = _db(validate_session_id(parent_id)), _db(validate_session_id(child_id))
@@ -714,39 +635,39 @@ class PostgresStore(BaseStore):
                 ),
                 bool,
             )
-            return op, child_id
+            return op
         if name == "finish_child":
             child_id, result, message = args
             record = encode_message(message, now=now)
             cid, text = _db(child_id), _db(result)
-            return self._write(lambda: self._op_finish(cid, text, record, now), int), child_id
+            return self._write(lambda: self._op_finish(cid, text, record, now), int)
         if name == "children":
             (session_id,) = args
             sid = _db(session_id)
             where = "WHERE parent_id = %s ORDER BY created_at, created_seq"
-            return (lambda: self._op_list(where, (sid,))), session_id
+            return lambda: self._op_list(where, (sid,))
         if name == "list_sessions":
             (limit,) = args
             if limit is None:
-                return (lambda: self._op_list("ORDER BY updated_at DESC", ())), None
+                return lambda: self._op_list("ORDER BY updated_at DESC", ())
             where = "ORDER BY updated_at DESC LIMIT %s"
-            return (lambda: self._op_list(where, (max(0, int(limit)),))), None
+            return lambda: self._op_list(where, (max(0, int(limit)),))
         if name == "delete":
             (session_id,) = args
             sid = _db(session_id)
-            return self._write(lambda: self._op_delete(sid), bool), session_id
+            return self._write(lambda: self._op_delete(sid), bool)
         if name == "cleanup":
             (older_than,) = args
             cutoff = self._cutoff(older_than)
-            return (lambda: self._op_cleanup(cutoff)), None
+            return lambda: self._op_cleanup(cutoff)
         if name == "record_usage":
             (record,) = args
             record = dataclasses.replace(record, session_id=_db(record.session_id))
-            return self._write(lambda: self._op_record_usage(record), _none), record.session_id
+            return self._write(lambda: self._op_record_usage(record), _none)
         if name == "usage_rows":
-            model, day, session_id = args
-            sid = _db(session_id)
-            return (lambda: self._op_usage_rows(model, day, sid)), session_id
+            model, day = kwargs["model"], kwargs["day"]
+            sid = _db(kwargs["session_id"])
+            return lambda: self._op_usage_rows(model, day, sid)
         raise AssertionError(name)  # pragma: no cover
 
     def _write(
@@ -756,166 +677,6 @@ class PostgresStore(BaseStore):
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
         return lambda: self._once(op_id, body(), encode, prune)
-
-    def _sync(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        make, session_id = self._call(name, *args, **kwargs)
-        return self._drive(make, session_id)
-
-    async def _async(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        make, session_id = self._call(name, *args, **kwargs)
-        return await self._adrive(make, session_id)
-
-    # ------------------------------------------------------------------ protocol (sync)
-
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
-        result: int = self._sync("append", session_id, messages)
-        return result
-
-    def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
-        result: tuple[str | None, list[dict[str, Any]]] = self._sync("read", session_id, start)
-        return result
-
-    def info(self, session_id: str) -> SessionInfo | None:
-        result: SessionInfo | None = self._sync("info", session_id)
-        return result
-
-    def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        result: tuple[dict[str, Any] | None, int] = self._sync("load_state", session_id)
-        return result
-
-    def save_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        result: int = self._sync("save_state", session_id, state, expected_version)
-        return result
-
-    def create_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        result: bool = self._sync(
-            "create_child",
-            parent_id,
-            child_id,
-            task=task,
-            messages=messages,
-            tool_call_id=tool_call_id,
-            meta=meta,
-        )
-        return result
-
-    def finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        index: int = self._sync("finish_child", child_id, result, message)
-        return index
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        result: list[SessionInfo] = self._sync("children", session_id)
-        return result
-
-    def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        result: list[SessionInfo] = self._sync("list_sessions", limit)
-        return result
-
-    def delete(self, session_id: str) -> bool:
-        result: bool = self._sync("delete", session_id)
-        return result
-
-    def cleanup(self, older_than: float | timedelta | None = None) -> int:
-        result: int = self._sync("cleanup", older_than)
-        return result
-
-    def record_usage(self, record: UsageRecord) -> None:
-        self._sync("record_usage", record)
-
-    def usage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        result: list[UsageRow] = self._sync("usage_rows", model, day, session_id)
-        return result
-
-    # ------------------------------------------------------------------ protocol (async)
-
-    async def aappend(self, session_id: str, messages: Sequence[Any]) -> int:
-        result: int = await self._async("append", session_id, messages)
-        return result
-
-    async def aread(
-        self, session_id: str, start: int = 0
-    ) -> tuple[str | None, list[dict[str, Any]]]:
-        result: tuple[str | None, list[dict[str, Any]]] = await self._async(
-            "read", session_id, start
-        )
-        return result
-
-    async def ainfo(self, session_id: str) -> SessionInfo | None:
-        result: SessionInfo | None = await self._async("info", session_id)
-        return result
-
-    async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        result: tuple[dict[str, Any] | None, int] = await self._async("load_state", session_id)
-        return result
-
-    async def asave_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        result: int = await self._async("save_state", session_id, state, expected_version)
-        return result
-
-    async def acreate_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        result: bool = await self._async(
-            "create_child",
-            parent_id,
-            child_id,
-            task=task,
-            messages=messages,
-            tool_call_id=tool_call_id,
-            meta=meta,
-        )
-        return result
-
-    async def afinish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        index: int = await self._async("finish_child", child_id, result, message)
-        return index
-
-    async def achildren(self, session_id: str) -> list[SessionInfo]:
-        result: list[SessionInfo] = await self._async("children", session_id)
-        return result
-
-    async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        result: list[SessionInfo] = await self._async("list_sessions", limit)
-        return result
-
-    async def adelete(self, session_id: str) -> bool:
-        result: bool = await self._async("delete", session_id)
-        return result
-
-    async def acleanup(self, older_than: float | timedelta | None = None) -> int:
-        result: int = await self._async("cleanup", older_than)
-        return result
-
-    async def arecord_usage(self, record: UsageRecord) -> None:
-        await self._async("record_usage", record)
-
-    async def ausage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        result: list[UsageRow] = await self._async("usage_rows", model, day, session_id)
-        return result
 
 
 def _none(_: None) -> None:
