@@ -2,7 +2,7 @@
 
 Import the fixtures into a test module (``from _redis import redis_server, redis_url``).
 ``redis_url`` gives each test its own key prefix via the ``redis_prefix`` fixture, so tests never
-see each other's keys. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
+see each other's keys. ``redis_cluster`` starts a 3-master Redis Cluster the same way. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
 WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests; otherwise a missing redis-server FAILS them
 (CI must run them).
 """
@@ -22,7 +22,16 @@ from dataclasses import dataclass
 
 import pytest
 
-__all__ = ["RedisServer", "redis_prefix", "redis_server", "redis_url", "start_redis_server"]
+__all__ = [
+    "RedisCluster",
+    "RedisServer",
+    "redis_cluster",
+    "redis_prefix",
+    "redis_server",
+    "redis_url",
+    "start_redis_cluster",
+    "start_redis_server",
+]
 
 
 @dataclass
@@ -30,6 +39,22 @@ class RedisServer:
     url: str
     process: subprocess.Popen[bytes] | None
     directory: str | None
+    args: list[str] | None = None
+
+    def restart(self) -> None:
+        """Stop the server (SIGTERM: it flushes its append-only file) and start it again on
+        the same port and directory."""
+        assert self.process is not None and self.args is not None
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.process = subprocess.Popen(
+            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+        deadline = time.monotonic() + 15
+        while not _ping(port):
+            assert time.monotonic() < deadline, "redis-server did not come back"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -62,8 +87,10 @@ def _ping(port: int) -> bool:
         return False
 
 
-def start_redis_server() -> RedisServer:
-    """Start redis-server on 127.0.0.1 with no persistence; everything it writes is in a tmp dir."""
+def start_redis_server(*extra: str) -> RedisServer:
+    """Start redis-server on 127.0.0.1 with no persistence; everything it writes is in a tmp dir.
+
+    ``extra`` arguments go to redis-server (e.g. ``--cluster-enabled yes``)."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail(
@@ -76,7 +103,7 @@ def start_redis_server() -> RedisServer:
     for _ in range(3):  # the free port may be taken between probing and binding
         directory = tempfile.mkdtemp(prefix="windowfit-redis-")
         port = _free_port()
-        args = [
+        args: list[str] = [
             binary,
             "--bind",
             "127.0.0.1",
@@ -94,12 +121,13 @@ def start_redis_server() -> RedisServer:
             os.path.join(directory, "redis.log"),
             "--daemonize",
             "no",
+            *extra,
         ]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and proc.poll() is None:
             if _ping(port):
-                return RedisServer(f"redis://127.0.0.1:{port}/0", proc, directory)
+                return RedisServer(f"redis://127.0.0.1:{port}/0", proc, directory, args)
             time.sleep(0.05)
         if proc.poll() is None:
             proc.kill()
@@ -126,6 +154,74 @@ def _shared_server() -> RedisServer:
             # several test modules import the fixture; stop the one server when pytest exits
             atexit.register(_SERVER.stop)
     return _SERVER
+
+
+@dataclass
+class RedisCluster:
+    """A 3-master Redis Cluster on loopback; ``url`` names one node (clients discover the rest)."""
+
+    url: str
+    nodes: list[RedisServer]
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+_CLUSTER: RedisCluster | None = None
+
+
+def start_redis_cluster(masters: int = 3) -> RedisCluster:
+    """``masters`` cluster-enabled redis-servers joined by ``redis-cli --cluster create``."""
+    nodes = [
+        start_redis_server("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+        for _ in range(masters)
+    ]
+    cluster = RedisCluster(nodes[0].url, nodes)
+    addresses = [n.url.removeprefix("redis://").removesuffix("/0") for n in nodes]
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        cluster.stop()
+        pytest.fail("redis-cli is not installed (it comes with redis-server)", pytrace=False)
+    created = subprocess.run(
+        [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+        capture_output=True,
+        timeout=60,
+    )
+    if created.returncode != 0:
+        cluster.stop()
+        pytest.fail(f"redis-cli --cluster create failed:\n{created.stdout!r}", pytrace=False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = [
+            subprocess.run(
+                [cli, "-h", "127.0.0.1", "-p", a.rsplit(":", 1)[1], "cluster", "info"],
+                capture_output=True,
+                timeout=10,
+            ).stdout
+            for a in addresses
+        ]
+        if all(b"cluster_state:ok" in s for s in states):
+            return cluster
+        time.sleep(0.1)
+    cluster.stop()
+    pytest.fail("the Redis Cluster did not reach cluster_state:ok", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A shared 3-master Redis Cluster (WINDOWFIT_REDIS_CLUSTER_URL: use a running one)."""
+    global _CLUSTER
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1" and os.environ.get("CI") != "true":
+        pytest.skip("WINDOWFIT_SKIP_REDIS=1")
+    if _CLUSTER is None:
+        external = os.environ.get("WINDOWFIT_REDIS_CLUSTER_URL")
+        if external:
+            _CLUSTER = RedisCluster(external, [])
+        else:
+            _CLUSTER = start_redis_cluster()
+            atexit.register(_CLUSTER.stop)
+    yield _CLUSTER
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _redis import redis_prefix, redis_server, redis_url
+from _redis import redis_cluster, redis_prefix, redis_server, redis_url
 from _store_postgres import pg_schema, postgres_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,9 +29,9 @@ from windowfit.store import (
 from windowfit.store.base import decode_message, encode_message
 
 # imported so that pytest finds these fixtures in this module
-REDIS_FIXTURES = (redis_prefix, redis_server, redis_url, pg_schema, postgres_server)
+REDIS_FIXTURES = (redis_cluster, redis_prefix, redis_server, redis_url, pg_schema, postgres_server)
 
-KINDS = ["memory", "sqlite", "redis", "postgres"]
+KINDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: Any) -> BaseStore:
@@ -46,6 +46,9 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: A
         return PostgresStore(pg.dsn, schema=request.getfixturevalue("pg_schema"), **kw)
     from windowfit.store import RedisStore
 
+    if kind == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        return RedisStore(cluster.url, prefix=request.getfixturevalue("redis_prefix"), **kw)
     server = request.getfixturevalue("redis_server")
     return RedisStore(server.url, prefix=request.getfixturevalue("redis_prefix"), **kw)
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import redis
-from _redis import redis_prefix, redis_server, redis_url
+from _redis import RedisCluster as RedisClusterServers
+from _redis import redis_cluster, redis_prefix, redis_server, redis_url, start_redis_server
 from _store_reliability import (
     check_concurrent_appends,
     check_concurrent_state,
@@ -21,7 +22,7 @@ from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreE
 from windowfit.store.base import encode_message
 
 # imported so that pytest finds these fixtures in this module
-REDIS_FIXTURES = (redis_prefix, redis_server, redis_url)
+REDIS_FIXTURES = (redis_cluster, redis_prefix, redis_server, redis_url)
 
 
 @pytest.fixture
@@ -322,3 +323,114 @@ def test_finish_races_only_one_wins(store: RedisStore) -> None:
     asyncio.run(main())
     assert sum(isinstance(x, dict) for x in results) == 1
     assert len(parent.messages) == 1
+
+
+# ---------------------------------------------------------------------- Redis Cluster
+
+
+def test_cluster_url_and_cluster_client(redis_cluster: RedisClusterServers) -> None:
+    """The same class on a 3-master cluster, from its URL or from a RedisCluster client; a
+    parent and its sub-agent in different slots (different masters) still work together."""
+    from redis.cluster import RedisCluster
+
+    prefix = f"wftest-{uuid.uuid4().hex[:8]}"
+    by_url = RedisStore(redis_cluster.url, prefix=prefix)
+    assert by_url.cluster
+    client = RedisCluster.from_url(redis_cluster.url)
+    by_client = RedisStore(client=client, prefix=prefix)
+    assert by_client.cluster
+    ids = [f"s{i}" for i in range(12)]
+    # the sessions spread over the cluster's masters
+    nodes = {client.get_node_from_key(by_url._k("m", sid)).name for sid in ids}
+    assert len(nodes) == 3
+    for sid in ids:
+        by_url.session(sid).append({"role": "user", "content": sid})
+    parent = by_client.session("s0")
+    child = parent.child("look it up", child_id="far-away")
+    assert by_url._tag("s0") != by_url._tag("far-away")
+    child.append({"role": "assistant", "content": "found it"})
+    child.finish()
+    assert parent.messages[-1]["content"] == "found it"
+    assert by_url.info("far-away").status == "finished"  # type: ignore[union-attr]
+    assert {i.id for i in by_client.list_sessions(limit=None)} == {*ids, "far-away"}
+    assert by_client.cleanup(older_than=3600) == 0
+    assert by_client.cleanup(older_than=1e-6) == 13
+    by_url.close()
+    client.close()
+
+
+def test_cluster_processes_append_concurrently(redis_cluster: RedisClusterServers) -> None:
+    check_concurrent_appends(
+        {"kind": "redis", "url": redis_cluster.url, "prefix": f"wft-{uuid.uuid4().hex[:8]}"}
+    )
+
+
+def test_half_finished_sub_agent_is_completed_not_duplicated(store: RedisStore) -> None:
+    """A finish cut short between its two steps (the parent got the answer, the child was not
+    marked): the next finish completes the mark and raises ConflictError; the parent keeps
+    exactly one answer."""
+    parent = store.session("half")
+    child = parent.child("t", child_id="half-child")
+    op = store._op_finish_child("half-child", "first", {"role": "assistant", "content": "first"})
+    request = next(op)  # read the child
+    request = op.send(store._execute(store._client, store._scripts, request))
+    assert request[1] == "hand_back"
+    store._execute(store._client, store._scripts, request)  # then the client "dies"
+    assert store.info("half-child").status == "open"  # type: ignore[union-attr]
+    with pytest.raises(ConflictError):
+        child.finish("second")
+    info = store.info("half-child")
+    assert info is not None and (info.status, info.result) == ("finished", "first")
+    assert [m["content"] for m in parent.messages].count("first") == 1
+    assert "second" not in [m["content"] for m in parent.messages]
+
+
+# ---------------------------------------------------------------------- a server restart
+
+
+def test_server_restart_mid_run_loses_and_duplicates_nothing() -> None:
+    """Writers append while redis-server restarts (append-only file, fsync always): every
+    append is kept exactly once, in each writer's order: the store resends a request whose
+    connection died, and the operation id stops a resent write from applying twice."""
+    import threading
+
+    server = start_redis_server("--appendonly", "yes", "--appendfsync", "always")
+    try:
+        store = RedisStore(server.url, prefix="restart", socket_timeout=5)
+        session = store.session("busy")
+        done: dict[int, list[int]] = {0: [], 1: [], 2: []}
+        failed: list[StoreError] = []
+        halfway = threading.Event()
+
+        def writer(w: int) -> None:
+            for i in range(150):
+                try:
+                    session.append({"role": "user", "content": f"{w}-{i}", "w": w, "i": i})
+                    done[w].append(i)
+                except StoreError as exc:
+                    failed.append(exc)
+                    time.sleep(0.05)
+                if i == 50:
+                    halfway.set()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in done]
+        for t in threads:
+            t.start()
+        assert halfway.wait(60)
+        server.restart()
+        for t in threads:
+            t.join(timeout=120)
+        seen = [(m["w"], m["i"]) for m in session.messages]
+        assert len(seen) == len(set(seen)), "an append was applied twice"
+        for w, ok in done.items():
+            mine = [i for ww, i in seen if ww == w]
+            assert set(ok) <= set(mine), f"writer {w} lost acknowledged messages"
+            assert mine == sorted(mine)
+            assert ok[-1] == 149, "the writer did not recover after the restart"
+        # the store retries a lost request itself (the operation id makes that safe): the
+        # restart costs no write
+        assert failed == []
+        assert len(seen) == 3 * 150
+        store.close()
+    finally:
+        server.stop()

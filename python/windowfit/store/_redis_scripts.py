@@ -248,7 +248,11 @@ redis.call('SET', KEYS[1], 1, 'EX', ARGV[1])
 return 1
 """
 
+# The server's clock. KEYS: any key (it routes the call to a node on Redis Cluster).
+_CLOCK = "return redis.call('TIME')"
+
 _SCRIPTS = {
+    "clock": _CLOCK,
     "append": _APPEND,
     "save_state": _SAVE_STATE,
     "create_child": _CREATE_CHILD,

@@ -89,6 +89,10 @@ def _op_id() -> str:
     return secrets.token_hex(12)
 
 
+# Attempts at a request whose connection was lost, and the first pause between them (doubling).
+_ATTEMPTS = 6
+_BACKOFF = 0.05
+
 #: Session buckets: each bucket's sessions and index share a hash slot (spread over the cluster).
 _BUCKETS = 64
 _BAD_KEY = re.compile(r"^key (?P<key>.*) holds a ")
@@ -147,6 +151,9 @@ class RedisStore(StepStore):
         self._async = weakref.WeakKeyDictionary()
         self._errors = (redis.exceptions.ResponseError, redis.exceptions.RedisError)
         self._response_error = redis.exceptions.ResponseError
+        # a connection lost mid-call (server restart, failover): every request is safe to send
+        # again, since each write carries its operation id and the scripts skip a known one
+        self._lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
         self._legacy_checked = self.cluster  # the previous layout never ran on a cluster
 
     def _probe_cluster(self, redis: Any, url: str, kwargs: dict[str, Any]) -> bool:
@@ -195,8 +202,10 @@ class RedisStore(StepStore):
                 client = self._given_async
             else:
                 import redis.asyncio
+                import redis.asyncio.cluster
 
-                client = redis.asyncio.Redis.from_url(self.url, **self._redis_kwargs)
+                kind = redis.asyncio.cluster.RedisCluster if self.cluster else redis.asyncio.Redis
+                client = kind.from_url(self.url, **self._redis_kwargs)
             scripts = {n: client.register_script(s) for n, s in _SCRIPTS.items()}
             entry = self._async[loop] = (client, scripts)
         return entry
@@ -232,10 +241,17 @@ class RedisStore(StepStore):
             self._drive(self._op_migrate_legacy, None)
 
         def execute(request: _Request) -> Any:
-            try:
-                return self._execute(self._client, self._scripts, request)
-            except (*self._errors, UnicodeDecodeError) as exc:
-                raise self._map_error(exc, session_id) from exc
+            for attempt in range(_ATTEMPTS):
+                try:
+                    return self._execute(self._client, self._scripts, request)
+                except self._lost as exc:
+                    if attempt + 1 == _ATTEMPTS:
+                        raise self._map_error(exc, session_id) from exc
+                    logger.warning("%r: %s; retrying", self, exc)
+                    time.sleep(_BACKOFF * 2**attempt)
+                except (*self._errors, UnicodeDecodeError) as exc:
+                    raise self._map_error(exc, session_id) from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
         return run_steps(make(), execute)
 
@@ -246,13 +262,20 @@ class RedisStore(StepStore):
         client, scripts = self._async_client()
 
         async def execute(request: _Request) -> Any:
-            try:
-                result = self._execute(client, scripts, request)
-                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                    result = await result
-            except (*self._errors, UnicodeDecodeError) as exc:
-                raise self._map_error(exc, session_id) from exc
-            return result
+            for attempt in range(_ATTEMPTS):
+                try:
+                    result = self._execute(client, scripts, request)
+                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                        result = await result
+                    return result
+                except self._lost as exc:
+                    if attempt + 1 == _ATTEMPTS:
+                        raise self._map_error(exc, session_id) from exc
+                    logger.warning("%r: %s; retrying", self, exc)
+                    await asyncio.sleep(_BACKOFF * 2**attempt)
+                except (*self._errors, UnicodeDecodeError) as exc:
+                    raise self._map_error(exc, session_id) from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
         return await arun_steps(make(), execute)
 
@@ -497,7 +520,7 @@ class RedisStore(StepStore):
     def _op_cleanup(self, older_than: float | timedelta | None = None) -> _Op[int]:
         # session times are the server's clock: measure the age against it too
         seconds_ago = time.time() - self._cutoff(older_than)
-        ((sec, usec),) = yield ("pipe", [("TIME",)])
+        sec, usec = yield ("script", "clock", [self._indexes()[0]], [])
         cutoff = float(sec) + float(usec) / 1e6 - seconds_ago
         removed = 0
         for index in self._indexes():
