@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench services lint lint-rust lint-python clean
+.PHONY: demo test test-rust test-python dev release bench bench-store services lint lint-rust lint-python clean
 
 ## demo: build into .venv and run `windowfit demo` on the embedded sample session
 demo: dev
@@ -51,18 +51,30 @@ dev: $(VENV)/.deps
 release: $(VENV)/.deps
 	$(VENV)/bin/maturin develop --release
 
-## services: install redis-server from Debian's packages if missing (tests start it on loopback)
+## services: install redis-server (+ redis-cli) and PostgreSQL from Debian's packages if missing.
+## The tests start their own servers (a Redis, a 3-master Redis Cluster, a PostgreSQL run as an
+## unprivileged user) on loopback ports in temporary directories, and stop them afterwards.
 services:
-	@command -v redis-server >/dev/null || { \
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { \
 	  echo "installing redis-server"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
 	  || { echo "cannot install redis-server"; exit 1; }; }
-	@# the Debian package starts a system instance; tests use their own on a free port
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+	  || { echo "cannot install postgresql"; exit 1; }; }
+	@# the Debian packages start system instances; tests use their own on free ports
 	@-service redis-server stop >/dev/null 2>&1 || true
+	@-service postgresql stop >/dev/null 2>&1 || true
 
 ## bench: release build, then the pytest-benchmark suites side by side with the peers
 bench: release services
 	$(PY) -m pytest -q -p no:cacheprovider benches --benchmark-only --benchmark-columns=min,median,mean,rounds
+
+## bench-store: the stores under load (worker processes x shared sessions), SQLite, Redis,
+## Redis Cluster and PostgreSQL side by side; checks nothing was lost or duplicated
+bench-store: dev services
+	PYTHONPATH=python $(PY) benches/bench_store_load.py $(BENCH_STORE_ARGS)
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis

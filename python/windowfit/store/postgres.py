@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -376,16 +377,20 @@ class PostgresStore(StepStore):
             (str(SCHEMA_VERSION),),
         )
 
-    def _once(self, op_id: str, body: _Op[_T], encode: Callable[[_T], Any], prune: bool) -> _Op[_T]:
+    def _once(
+        self, op_id: str, body: _Op[_T], encode: Callable[[_T], Any], prune: bool, retry: bool
+    ) -> _Op[_T]:
         """Run the write ``body`` unless operation ``op_id`` already committed (then its result).
 
         ``encode`` makes the JSON form of the result that a retry gets back; ``prune`` also
-        forgets operation ids older than any retry could be.
+        forgets operation ids older than any retry could be. Only a ``retry`` can find its id
+        recorded (the id is new to the first attempt), so only a retry looks it up.
         """
-        row = yield ("one", "SELECT result FROM windowfit_ops WHERE id = %s", (op_id,))
-        if row is not None:
-            done: _T = json.loads(row[0])
-            return done
+        if retry:
+            row = yield ("one", "SELECT result FROM windowfit_ops WHERE id = %s", (op_id,))
+            if row is not None:
+                done: _T = json.loads(row[0])
+                return done
         result = yield from body
         yield (
             "none",
@@ -676,7 +681,8 @@ class PostgresStore(StepStore):
         op_id = _op_id()
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
-        return lambda: self._once(op_id, body(), encode, prune)
+        attempts = itertools.count()
+        return lambda: self._once(op_id, body(), encode, prune, next(attempts) > 0)
 
 
 def _none(_: None) -> None:
