@@ -3,8 +3,8 @@
 Import the fixtures into a test module (``from _redis import redis_server, redis_url``).
 ``redis_url`` gives each test its own key prefix via the ``redis_prefix`` fixture, so tests never
 see each other's keys. ``redis_cluster`` starts a 3-master Redis Cluster the same way. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
-WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests; otherwise a missing redis-server FAILS them
-(CI must run them).
+WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests (except in CI, ``CI=true``); otherwise a missing
+redis-server FAILS them.
 """
 
 from __future__ import annotations
@@ -57,22 +57,27 @@ class RedisServer:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+        stop_server(self.process, self.directory)
+        self.directory = None
+
+
+def stop_server(process: subprocess.Popen[bytes] | None, directory: str | None) -> None:
+    """Terminate a test server (SIGTERM, then SIGKILL) and remove its temporary directory."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            process.kill()
+            process.wait(timeout=10)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 _SERVER: RedisServer | None = None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -102,7 +107,7 @@ def start_redis_server(*extra: str) -> RedisServer:
     last_error = ""
     for _ in range(3):  # the free port may be taken between probing and binding
         directory = tempfile.mkdtemp(prefix="windowfit-redis-")
-        port = _free_port()
+        port = free_port()
         args: list[str] = [
             binary,
             "--bind",
@@ -226,8 +231,8 @@ def redis_cluster() -> Iterator[RedisCluster]:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """The shared redis-server (skipped only with WINDOWFIT_SKIP_REDIS=1)."""
-    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1":
+    """The shared redis-server (skipped only with WINDOWFIT_SKIP_REDIS=1, never in CI)."""
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1" and os.environ.get("CI") != "true":
         pytest.skip("WINDOWFIT_SKIP_REDIS=1")
     yield _shared_server()
 

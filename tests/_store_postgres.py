@@ -14,7 +14,6 @@ import atexit
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from _redis import free_port, stop_server
 
 __all__ = ["PostgresServer", "pg_schema", "postgres_server", "start_postgres_server"]
 
@@ -36,16 +36,8 @@ class PostgresServer:
     port: int = 0
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: "smart" shutdown after clients leave
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+        stop_server(self.process, self.directory)
+        self.directory = None
 
 
 _SERVER: PostgresServer | None = None
@@ -57,12 +49,6 @@ def _binaries() -> str | None:
         return os.path.dirname(found[-1])
     initdb = shutil.which("initdb")
     return os.path.dirname(initdb) if initdb else None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _missing(reason: str) -> None:
@@ -101,7 +87,7 @@ def start_postgres_server() -> PostgresServer:
     )  # fmt: skip
     last_error = ""
     for _ in range(3):  # the free port may be taken between probing and binding
-        port = _free_port()
+        port = free_port()
         args = [
             os.path.join(bindir, "postgres"), "-D", data, "-h", "127.0.0.1", "-p", str(port),
             "-k", directory, "-c", "fsync=off", "-c", "synchronous_commit=off",

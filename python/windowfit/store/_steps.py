@@ -10,13 +10,14 @@ the twins share every line of logic and differ only in how a request is executed
 from __future__ import annotations
 
 import abc
+import secrets
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from windowfit.store.base import BaseStore, SessionInfo, UsageRecord, UsageRow
 
-__all__ = ["Operation", "Step", "StepStore", "arun_steps", "run_steps"]
+__all__ = ["Operation", "Step", "StepStore", "arun_steps", "new_op_id", "run_steps"]
 
 T = TypeVar("T")
 
@@ -44,6 +45,12 @@ async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]
             step = op.send(await execute(step))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def new_op_id() -> str:
+    """A fresh operation id. A write carries one, made by the client, so the server can tell a
+    resent write (after a lost connection) from a new one and apply it once."""
+    return secrets.token_hex(12)
 
 
 def _subject(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

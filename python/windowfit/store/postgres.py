@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import time
 import weakref
 from collections.abc import Callable, Generator, Sequence
@@ -40,7 +39,7 @@ from windowfit.store._postgres_sql import (
     _RESERVE,
     _SCHEMA,
 )
-from windowfit.store._steps import Operation, StepStore, arun_steps, run_steps
+from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
 from windowfit.store.base import (
     SCHEMA_VERSION,
     ConflictError,
@@ -105,10 +104,6 @@ def _info(row: Sequence[Any]) -> SessionInfo:
     for i in (0, 2, 3, 4, 10):
         r[i] = _py(r[i])
     return info_from_row(r)
-
-
-def _op_id() -> str:
-    return secrets.token_hex(12)
 
 
 def _where(dsn: str) -> str:
@@ -678,7 +673,7 @@ class PostgresStore(StepStore):
     def _write(
         self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any]
     ) -> Callable[[], _Op[_T]]:
-        op_id = _op_id()
+        op_id = new_op_id()
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
         attempts = itertools.count()

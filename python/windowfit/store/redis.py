@@ -34,7 +34,6 @@ import asyncio
 import logging
 import math
 import re
-import secrets
 import time
 import weakref
 import zlib
@@ -43,7 +42,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
-from windowfit.store._steps import Operation, StepStore, arun_steps, run_steps
+from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
 from windowfit.store.base import (
     ConflictError,
     SessionInfo,
@@ -83,10 +82,6 @@ def _text(value: Any, session_id: str | None, what: str) -> str:
         return bytes(value).decode("utf-8")
     except (UnicodeDecodeError, TypeError):
         raise StoreCorruptError(f"{what} is not UTF-8 text", session_id=session_id) from None
-
-
-def _op_id() -> str:
-    return secrets.token_hex(12)
 
 
 # Attempts at a request whose connection was lost, and the first pause between them (doubling).
@@ -187,7 +182,7 @@ class RedisStore(StepStore):
         return [f"{self.prefix}:{{b{b}}}:sessions" for b in range(_BUCKETS)]
 
     def _opkey(self, session_id: str) -> str:
-        return f"{self._tag(session_id)}:op:{_op_id()}"
+        return f"{self._tag(session_id)}:op:{new_op_id()}"
 
     def _u(self, rest: str) -> str:
         return f"{self.prefix}:{{u}}:{rest}"
@@ -383,7 +378,7 @@ class RedisStore(StepStore):
             int(expected_version),
             "0" if encoded is None else "1",
             encoded or "",
-            _op_id(),
+            new_op_id(),
         ]
         status, version = yield ("script", "save_state", keys, args)
         if int(status) == 1:
@@ -539,7 +534,7 @@ class RedisStore(StepStore):
 
     def _op_record_usage(self, record: UsageRecord) -> _Op[None]:
         # every usage key shares the {u} slot: one script updates them together
-        keys = [self._u(f"op:{_op_id()}"), self._u("days"), self._u(f"d:{record.day}")]
+        keys = [self._u(f"op:{new_op_id()}"), self._u("days"), self._u(f"d:{record.day}")]
         amounts: dict[str, Any] = {
             "prompt_tokens": record.prompt_tokens,
             "completion_tokens": record.completion_tokens,
