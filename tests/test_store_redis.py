@@ -225,6 +225,11 @@ def test_given_clients(redis_url: str, redis_prefix: str) -> None:
     client.close()
 
 
+def test_bad_url_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="invalid Redis URL 'http://x'"):
+        RedisStore("http://x")
+
+
 def test_unreachable_server_is_a_store_error() -> None:
     store = RedisStore("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
     with pytest.raises(StoreError, match="Redis error"):

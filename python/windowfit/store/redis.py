@@ -132,9 +132,12 @@ class RedisStore(StepStore):
         from redis.cluster import RedisCluster
 
         if client is None:
-            if cluster is None:
-                cluster = self._probe_cluster(redis, url, redis_kwargs)
-            client = (RedisCluster if cluster else redis.Redis).from_url(url, **redis_kwargs)
+            try:
+                if cluster is None:
+                    cluster = self._probe_cluster(redis, url, redis_kwargs)
+                client = (RedisCluster if cluster else redis.Redis).from_url(url, **redis_kwargs)
+            except (ValueError, redis.exceptions.RedisError) as exc:
+                raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
         self.cluster = isinstance(client, RedisCluster)
         self._client = client
         self._scripts = {n: self._client.register_script(s) for n, s in _SCRIPTS.items()}
