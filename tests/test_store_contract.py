@@ -623,3 +623,55 @@ def test_session_handles_compare_by_store_and_id() -> None:
     assert m.session("a") != MemoryStore().session("a")
     assert len({m.session("a"), m.session("a")}) == 1
     assert isinstance(m.session("a"), Session) and "a" in repr(m.session("a"))
+
+
+def test_deeply_nested_payload_is_a_clear_type_error(store: BaseStore) -> None:
+    """Regression: a message nested 50,000 levels deep raised RecursionError out of the JSON
+    encoder; it is a MessageTypeError (a WindowfitError and a TypeError) like any other payload
+    the store cannot keep, on every backend, and nothing is written."""
+    from windowfit.errors import MessageTypeError, WindowfitError
+
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(50_000):
+        node["x"] = {}
+        node = node["x"]
+    s = store.session(sid())
+    for write in (
+        lambda: s.append({"role": "user", "content": "x", "extra": deep}),
+        lambda: s.save_state({"summary": deep}),
+        lambda: s.child("t", meta={"deep": deep}),
+    ):
+        with pytest.raises(MessageTypeError, match="nested too deeply") as info:
+            write()
+        assert isinstance(info.value, WindowfitError) and isinstance(info.value, TypeError)
+    assert s.messages == [] and s.state is None
+
+
+def test_store_errors_are_windowfit_errors() -> None:
+    from windowfit.errors import WindowfitError
+
+    for cls in (StoreError, ConflictError, StoreCorruptError):
+        assert issubclass(cls, WindowfitError) and issubclass(cls, RuntimeError)
+
+
+def test_the_store_package_never_imports_the_session_module() -> None:
+    """Regression: store/base.py imported windowfit.session, which imports store/base.py (an
+    import cycle). Session now registers itself as the stores' handle factory."""
+    import ast
+    from pathlib import Path
+
+    import windowfit.store
+
+    package = Path(windowfit.store.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert "windowfit.session" not in names, f"{path.name} imports windowfit.session"
+    assert type(MemoryStore().session("x")) is Session
