@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench eval services lint lint-rust lint-python clean
+.PHONY: demo test test-rust test-python dev release bench bench-store eval services lint lint-rust lint-python clean
 
 # the shared real agent runs, next to the repository (or to its worktree)
 AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
@@ -66,14 +66,21 @@ dev: $(VENV)/.deps
 release: $(VENV)/.deps
 	$(VENV)/bin/maturin develop --release
 
-## services: install redis-server from Debian's packages if missing (tests start it on loopback)
+## services: install redis-server (+ redis-cli) and PostgreSQL from Debian's packages if missing.
+## The tests start their own servers (a Redis, a 3-master Redis Cluster, a PostgreSQL run as an
+## unprivileged user) on loopback ports in temporary directories, and stop them afterwards.
 services:
-	@command -v redis-server >/dev/null || { \
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { \
 	  echo "installing redis-server"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
 	  || { echo "cannot install redis-server"; exit 1; }; }
-	@# the Debian package starts a system instance; tests use their own on a free port
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+	  || { echo "cannot install postgresql"; exit 1; }; }
+	@# the Debian packages start system instances; tests use their own on free ports
 	@-service redis-server stop >/dev/null 2>&1 || true
+	@-service postgresql stop >/dev/null 2>&1 || true
 
 ## bench: release build, then the pytest-benchmark suites side by side with the peers
 bench: release services
@@ -85,6 +92,11 @@ EVAL_ARGS ?= --dialogs 20 --seed 100 --runs 60
 eval: dev
 	$(PY) -m pip install -q 'matplotlib>=3.7'
 	$(PY) benches/eval_context.py $(EVAL_ARGS) --plot target/eval_context.png
+
+## bench-store: the stores under load (worker processes x shared sessions), SQLite, Redis,
+## Redis Cluster and PostgreSQL side by side; checks nothing was lost or duplicated
+bench-store: dev services
+	PYTHONPATH=python $(PY) benches/bench_store_load.py $(BENCH_STORE_ARGS)
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis

@@ -2,9 +2,9 @@
 
 Import the fixtures into a test module (``from _redis import redis_server, redis_url``).
 ``redis_url`` gives each test its own key prefix via the ``redis_prefix`` fixture, so tests never
-see each other's keys. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
-WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests; otherwise a missing redis-server FAILS them
-(CI must run them).
+see each other's keys. ``redis_cluster`` starts a 3-master Redis Cluster the same way. Set WINDOWFIT_REDIS_URL to use an already running server instead, or
+WINDOWFIT_SKIP_REDIS=1 to skip the Redis tests (except in CI, ``CI=true``); otherwise a missing
+redis-server FAILS them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,16 @@ from dataclasses import dataclass
 
 import pytest
 
-__all__ = ["RedisServer", "redis_prefix", "redis_server", "redis_url", "start_redis_server"]
+__all__ = [
+    "RedisCluster",
+    "RedisServer",
+    "redis_cluster",
+    "redis_prefix",
+    "redis_server",
+    "redis_url",
+    "start_redis_cluster",
+    "start_redis_server",
+]
 
 
 @dataclass
@@ -30,24 +39,45 @@ class RedisServer:
     url: str
     process: subprocess.Popen[bytes] | None
     directory: str | None
+    args: list[str] | None = None
+
+    def restart(self) -> None:
+        """Stop the server (SIGTERM: it flushes its append-only file) and start it again on
+        the same port and directory."""
+        assert self.process is not None and self.args is not None
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.process = subprocess.Popen(
+            self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+        deadline = time.monotonic() + 15
+        while not _ping(port):
+            assert time.monotonic() < deadline, "redis-server did not come back"
+            time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                self.process.kill()
-                self.process.wait(timeout=10)
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+        stop_server(self.process, self.directory)
+        self.directory = None
+
+
+def stop_server(process: subprocess.Popen[bytes] | None, directory: str | None) -> None:
+    """Terminate a test server (SIGTERM, then SIGKILL) and remove its temporary directory."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            process.kill()
+            process.wait(timeout=10)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 _SERVER: RedisServer | None = None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -62,8 +92,10 @@ def _ping(port: int) -> bool:
         return False
 
 
-def start_redis_server() -> RedisServer:
-    """Start redis-server on 127.0.0.1 with no persistence; everything it writes is in a tmp dir."""
+def start_redis_server(*extra: str) -> RedisServer:
+    """Start redis-server on 127.0.0.1 with no persistence; everything it writes is in a tmp dir.
+
+    ``extra`` arguments go to redis-server (e.g. ``--cluster-enabled yes``)."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail(
@@ -75,8 +107,8 @@ def start_redis_server() -> RedisServer:
     last_error = ""
     for _ in range(3):  # the free port may be taken between probing and binding
         directory = tempfile.mkdtemp(prefix="windowfit-redis-")
-        port = _free_port()
-        args = [
+        port = free_port()
+        args: list[str] = [
             binary,
             "--bind",
             "127.0.0.1",
@@ -94,12 +126,13 @@ def start_redis_server() -> RedisServer:
             os.path.join(directory, "redis.log"),
             "--daemonize",
             "no",
+            *extra,
         ]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and proc.poll() is None:
             if _ping(port):
-                return RedisServer(f"redis://127.0.0.1:{port}/0", proc, directory)
+                return RedisServer(f"redis://127.0.0.1:{port}/0", proc, directory, args)
             time.sleep(0.05)
         if proc.poll() is None:
             proc.kill()
@@ -128,10 +161,78 @@ def _shared_server() -> RedisServer:
     return _SERVER
 
 
+@dataclass
+class RedisCluster:
+    """A 3-master Redis Cluster on loopback; ``url`` names one node (clients discover the rest)."""
+
+    url: str
+    nodes: list[RedisServer]
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+_CLUSTER: RedisCluster | None = None
+
+
+def start_redis_cluster(masters: int = 3) -> RedisCluster:
+    """``masters`` cluster-enabled redis-servers joined by ``redis-cli --cluster create``."""
+    nodes = [
+        start_redis_server("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+        for _ in range(masters)
+    ]
+    cluster = RedisCluster(nodes[0].url, nodes)
+    addresses = [n.url.removeprefix("redis://").removesuffix("/0") for n in nodes]
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        cluster.stop()
+        pytest.fail("redis-cli is not installed (it comes with redis-server)", pytrace=False)
+    created = subprocess.run(
+        [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+        capture_output=True,
+        timeout=60,
+    )
+    if created.returncode != 0:
+        cluster.stop()
+        pytest.fail(f"redis-cli --cluster create failed:\n{created.stdout!r}", pytrace=False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = [
+            subprocess.run(
+                [cli, "-h", "127.0.0.1", "-p", a.rsplit(":", 1)[1], "cluster", "info"],
+                capture_output=True,
+                timeout=10,
+            ).stdout
+            for a in addresses
+        ]
+        if all(b"cluster_state:ok" in s for s in states):
+            return cluster
+        time.sleep(0.1)
+    cluster.stop()
+    pytest.fail("the Redis Cluster did not reach cluster_state:ok", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A shared 3-master Redis Cluster (WINDOWFIT_REDIS_CLUSTER_URL: use a running one)."""
+    global _CLUSTER
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1" and os.environ.get("CI") != "true":
+        pytest.skip("WINDOWFIT_SKIP_REDIS=1")
+    if _CLUSTER is None:
+        external = os.environ.get("WINDOWFIT_REDIS_CLUSTER_URL")
+        if external:
+            _CLUSTER = RedisCluster(external, [])
+        else:
+            _CLUSTER = start_redis_cluster()
+            atexit.register(_CLUSTER.stop)
+    yield _CLUSTER
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """The shared redis-server (skipped only with WINDOWFIT_SKIP_REDIS=1)."""
-    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1":
+    """The shared redis-server (skipped only with WINDOWFIT_SKIP_REDIS=1, never in CI)."""
+    if os.environ.get("WINDOWFIT_SKIP_REDIS") == "1" and os.environ.get("CI") != "true":
         pytest.skip("WINDOWFIT_SKIP_REDIS=1")
     yield _shared_server()
 

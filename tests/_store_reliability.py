@@ -1,4 +1,4 @@
-"""Reliability checks shared by the SQLite and Redis test modules (several processes, SIGKILL)."""
+"""Reliability checks shared by the SQLite, Redis and PostgreSQL test modules (several processes, SIGKILL)."""
 
 from __future__ import annotations
 

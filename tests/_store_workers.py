@@ -13,6 +13,10 @@ from windowfit.store import BaseStore, SQLiteStore
 def open_store(spec: dict[str, Any]) -> BaseStore:
     if spec["kind"] == "sqlite":
         return SQLiteStore(spec["path"], synchronous=spec.get("synchronous", "FULL"))
+    if spec["kind"] == "postgres":
+        from windowfit.store.postgres import PostgresStore
+
+        return PostgresStore(spec["dsn"], schema=spec["schema"])
     from windowfit.store import RedisStore
 
     return RedisStore(spec["url"], prefix=spec["prefix"])

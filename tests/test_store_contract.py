@@ -1,4 +1,5 @@
-"""The store protocol, run identically against MemoryStore, SQLiteStore and a real Redis."""
+"""The store protocol, run identically against MemoryStore, SQLiteStore, a real Redis and a real
+PostgreSQL (both started on loopback by the fixtures)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _redis import redis_prefix, redis_server, redis_url
+from _redis import redis_cluster, redis_prefix, redis_server, redis_url
+from _store_postgres import pg_schema, postgres_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.session import Session
@@ -27,9 +29,9 @@ from windowfit.store import (
 from windowfit.store.base import decode_message, encode_message
 
 # imported so that pytest finds these fixtures in this module
-REDIS_FIXTURES = (redis_prefix, redis_server, redis_url)
+REDIS_FIXTURES = (redis_cluster, redis_prefix, redis_server, redis_url, pg_schema, postgres_server)
 
-KINDS = ["memory", "sqlite", "redis"]
+KINDS = ["memory", "sqlite", "redis", "redis-cluster", "postgres"]
 
 
 def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: Any) -> BaseStore:
@@ -37,8 +39,16 @@ def make_store(kind: str, request: pytest.FixtureRequest, tmp_path: Any, **kw: A
         return MemoryStore(**kw)
     if kind == "sqlite":
         return SQLiteStore(tmp_path / "sessions.db", **kw)
+    if kind == "postgres":
+        from windowfit.store.postgres import PostgresStore
+
+        pg = request.getfixturevalue("postgres_server")
+        return PostgresStore(pg.dsn, schema=request.getfixturevalue("pg_schema"), **kw)
     from windowfit.store import RedisStore
 
+    if kind == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        return RedisStore(cluster.url, prefix=request.getfixturevalue("redis_prefix"), **kw)
     server = request.getfixturevalue("redis_server")
     return RedisStore(server.url, prefix=request.getfixturevalue("redis_prefix"), **kw)
 
@@ -613,3 +623,55 @@ def test_session_handles_compare_by_store_and_id() -> None:
     assert m.session("a") != MemoryStore().session("a")
     assert len({m.session("a"), m.session("a")}) == 1
     assert isinstance(m.session("a"), Session) and "a" in repr(m.session("a"))
+
+
+def test_deeply_nested_payload_is_a_clear_type_error(store: BaseStore) -> None:
+    """Regression: a message nested 50,000 levels deep raised RecursionError out of the JSON
+    encoder; it is a MessageTypeError (a WindowfitError and a TypeError) like any other payload
+    the store cannot keep, on every backend, and nothing is written."""
+    from windowfit.errors import MessageTypeError, WindowfitError
+
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(50_000):
+        node["x"] = {}
+        node = node["x"]
+    s = store.session(sid())
+    for write in (
+        lambda: s.append({"role": "user", "content": "x", "extra": deep}),
+        lambda: s.save_state({"summary": deep}),
+        lambda: s.child("t", meta={"deep": deep}),
+    ):
+        with pytest.raises(MessageTypeError, match="nested too deeply") as info:
+            write()
+        assert isinstance(info.value, WindowfitError) and isinstance(info.value, TypeError)
+    assert s.messages == [] and s.state is None
+
+
+def test_store_errors_are_windowfit_errors() -> None:
+    from windowfit.errors import WindowfitError
+
+    for cls in (StoreError, ConflictError, StoreCorruptError):
+        assert issubclass(cls, WindowfitError) and issubclass(cls, RuntimeError)
+
+
+def test_the_store_package_never_imports_the_session_module() -> None:
+    """Regression: store/base.py imported windowfit.session, which imports store/base.py (an
+    import cycle). Session now registers itself as the stores' handle factory."""
+    import ast
+    from pathlib import Path
+
+    import windowfit.store
+
+    package = Path(windowfit.store.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert "windowfit.session" not in names, f"{path.name} imports windowfit.session"
+    assert type(MemoryStore().session("x")) is Session

@@ -10,17 +10,19 @@ from typing import Any
 
 import pytest
 import redis
-from _redis import redis_prefix, redis_server, redis_url
+from _redis import RedisCluster as RedisClusterServers
+from _redis import redis_cluster, redis_prefix, redis_server, redis_url, start_redis_server
 from _store_reliability import (
     check_concurrent_appends,
     check_concurrent_state,
     check_sigkill_mid_appends,
 )
+from redis.crc import key_slot
 from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreError
 from windowfit.store.base import encode_message
 
 # imported so that pytest finds these fixtures in this module
-REDIS_FIXTURES = (redis_prefix, redis_server, redis_url)
+REDIS_FIXTURES = (redis_cluster, redis_prefix, redis_server, redis_url)
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_processes_save_state_concurrently(redis_url: str, redis_prefix: str) ->
 def test_sigkill_mid_appends(redis_url: str, redis_prefix: str, r: redis.Redis) -> None:
     store = check_sigkill_mid_appends(spec(redis_url, redis_prefix))
     for info in store.list_sessions():
-        assert info.length == r.llen(f"{redis_prefix}:m:{info.id}")
+        assert info.length == r.llen(store._k("m", info.id))
     store.close()
 
 
@@ -63,13 +65,17 @@ def test_key_layout(store: RedisStore, r: redis.Redis, redis_prefix: str) -> Non
     s = store.session("layout")
     s.append({"role": "user", "content": "x"})
     c = s.child("t")
-    assert r.type(f"{redis_prefix}:m:layout") == b"list"
-    assert r.type(f"{redis_prefix}:h:layout") == b"hash"
-    assert r.type(f"{redis_prefix}:c:layout") == b"zset"
-    assert r.zscore(f"{redis_prefix}:sessions", "layout") is not None
-    assert r.zscore(f"{redis_prefix}:sessions", c.id) is not None
-    assert r.hget(f"{redis_prefix}:h:{c.id}", "parent_id") == b"layout"
-    assert r.hget(f"{redis_prefix}:h:layout", "schema") == b"1"
+    assert r.type(store._k("m", "layout")) == b"list"
+    assert r.type(store._k("h", "layout")) == b"hash"
+    assert r.type(store._k("c", "layout")) == b"zset"
+    assert r.zscore(store._index("layout"), "layout") is not None
+    assert r.zscore(store._index(c.id), c.id) is not None
+    # one hash slot per session (Redis Cluster): its keys, its bucket's index, its op keys
+    slots = {key_slot(k.encode()) for k in (store._k(x, "layout") for x in "mhc")}
+    assert slots == {key_slot(store._index("layout").encode())}
+    assert key_slot(store._opkey("layout").encode()) in slots
+    assert r.hget(store._k("h", c.id), "parent_id") == b"layout"
+    assert r.hget(store._k("h", "layout"), "schema") == b"1"
 
 
 def test_prefixes_isolate_stores(redis_url: str) -> None:
@@ -79,6 +85,63 @@ def test_prefixes_isolate_stores(redis_url: str) -> None:
     assert b.session("same").messages == []
     a.close()
     b.close()
+
+
+def test_prefix_and_id_never_share_keys(redis_url: str, redis_prefix: str) -> None:
+    """Regression: prefix "P" + session "m:x" and prefix "P:m" + session "x" wrote the same
+    keys ("P:m:m:x"...), so one store read and overwrote the other's history."""
+    a = RedisStore(redis_url, prefix=redis_prefix)
+    b = RedisStore(redis_url, prefix=f"{redis_prefix}:m")
+    a.session("m:x").append({"role": "user", "content": "from a"})
+    b.session("x").append({"role": "user", "content": "from b"})
+    assert [m["content"] for m in a.session("m:x").messages] == ["from a"]
+    assert [m["content"] for m in b.session("x").messages] == ["from b"]
+    assert {k for kind in "mhc" for k in (a._k(kind, "m:x"),)}.isdisjoint(
+        {b._k(kind, "x") for kind in "mhc"}
+    )
+    with pytest.raises(ValueError, match="braces"):
+        RedisStore(redis_url, prefix="app{x}")
+    a.close()
+    b.close()
+
+
+def test_sessions_of_the_previous_key_layout_are_moved(
+    redis_url: str, redis_prefix: str, r: redis.Redis
+) -> None:
+    """Keys written by the previous layout (P:m:<id>, P:h:<id>, P:c:<id>, P:sessions, P:u:...)
+    are moved on a store's first call: nothing stored is lost."""
+    p = redis_prefix
+    old = [
+        encode_message({"role": "user", "content": "old 1"}),
+        encode_message({"role": "assistant", "content": "old 2"}),
+    ]
+    r.rpush(f"{p}:m:legacy", *old)
+    r.hset(f"{p}:h:legacy", mapping={"epoch": "e1", "created_at": 1.0, "updated_at": 2.0,
+                                      "state_version": 3, "status": "open", "schema": 1,
+                                      "state": '{"_wf": 1, "s": {"summary": "kept"}}'})  # fmt: skip
+    r.zadd(f"{p}:c:legacy", {"subagent-1": 1.5})
+    r.hset(f"{p}:h:subagent-1", mapping={"epoch": "e2", "created_at": 1.5, "updated_at": 1.5,
+                                          "parent_id": "legacy", "status": "open"})  # fmt: skip
+    r.zadd(f"{p}:sessions", {"legacy": 2.0, "subagent-1": 1.5})
+    r.sadd(f"{p}:u:days", "2026-01-01")
+    r.hset(f"{p}:u:d:2026-01-01", mapping={"prompt_tokens:m1": 10, "calls:m1": 1, "cost:m1": 0.5})
+    r.hset(f"{p}:u:s:legacy", mapping={"prompt_tokens:2026-01-01:m1": 10, "calls:2026-01-01:m1": 1})
+    store = RedisStore(redis_url, prefix=p)
+    s = store.session("legacy")
+    assert [m["content"] for m in s.messages] == ["old 1", "old 2"]
+    assert s.load_state() == ({"summary": "kept"}, 3)
+    assert [c.id for c in s.children()] == ["subagent-1"]
+    assert {i.id for i in store.list_sessions()} == {"legacy", "subagent-1"}
+    (row,) = store.usage_rows()
+    assert (row.day, row.model, row.prompt_tokens, row.calls, row.cost) == (
+        "2026-01-01", "m1", 10, 1, 0.5
+    )  # fmt: skip
+    assert store.usage_rows(session_id="legacy")[0].prompt_tokens == 10
+    assert not r.exists(f"{p}:m:legacy", f"{p}:h:legacy", f"{p}:sessions", f"{p}:u:days")
+    # a second store (another worker) finds nothing left to move, and nothing is doubled
+    assert RedisStore(redis_url, prefix=p).migrate_legacy() == 0
+    assert store.usage_rows()[0].prompt_tokens == 10
+    store.close()
 
 
 def test_retried_commands_are_not_applied_twice(store: RedisStore, r: redis.Redis) -> None:
@@ -105,8 +168,8 @@ def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis)
     s = hour.session("kept")
     s.append({"role": "user", "content": "x"})
     c = s.child("t")
-    assert 3000 < r.ttl(f"{redis_prefix}-hour:m:kept") <= 3600
-    assert 3000 < r.ttl(f"{redis_prefix}-hour:h:{c.id}") <= 3600
+    assert 3000 < r.ttl(hour._k("m", "kept")) <= 3600
+    assert 3000 < r.ttl(hour._k("h", c.id)) <= 3600
     hour.close()
     # ... and the server really drops a session when it runs out
     store = RedisStore(redis_url, prefix=redis_prefix, ttl=1)
@@ -115,12 +178,12 @@ def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis)
     c = s.child("t")
     # a guard against a hang only: the server expires the keys after 1 s
     deadline = time.time() + 60
-    while time.time() < deadline and r.exists(f"{redis_prefix}:m:brief"):
+    while time.time() < deadline and r.exists(store._k("m", "brief")):
         time.sleep(0.1)
     assert s.messages == [] and store.info("brief") is None
     assert store.list_sessions() == []  # index entries of expired sessions are skipped
     store.cleanup(older_than=0.001)  # ...and removed from the index by cleanup
-    assert r.zcard(f"{redis_prefix}:sessions") == 0
+    assert sum(r.zcard(k) for k in store._indexes()) == 0
     store.close()
 
 
@@ -170,6 +233,11 @@ def test_given_clients(redis_url: str, redis_prefix: str) -> None:
     client.close()
 
 
+def test_bad_url_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="invalid Redis URL 'http://x'"):
+        RedisStore("http://x")
+
+
 def test_unreachable_server_is_a_store_error() -> None:
     store = RedisStore("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
     with pytest.raises(StoreError, match="Redis error"):
@@ -185,7 +253,7 @@ def test_unreachable_server_is_a_store_error() -> None:
 def test_wrong_type_message_key(
     store: RedisStore, r: redis.Redis, redis_prefix: str, kind: str
 ) -> None:
-    key = f"{redis_prefix}:m:odd"
+    key = store._k("m", "odd")
     if kind == "string":
         r.set(key, "hello")
     elif kind == "hash":
@@ -198,12 +266,12 @@ def test_wrong_type_message_key(
     with pytest.raises(StoreCorruptError, match="'odd'"):
         store.session("odd").append({"role": "user", "content": "x"})
     # the failed append wrote nothing (checks run before any write)
-    assert not r.exists(f"{redis_prefix}:h:odd")
+    assert not r.exists(store._k("h", "odd"))
     assert store.session("fine").append({"role": "user", "content": "ok"}) == 0
 
 
 def test_wrong_type_meta_key(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
-    r.rpush(f"{redis_prefix}:h:meta-odd", "x")
+    r.rpush(store._k("h", "meta-odd"), "x")
     for action in (
         lambda s: s.info(),
         lambda s: s.state,
@@ -221,7 +289,7 @@ def test_garbage_list_elements(
 ) -> None:
     s = store.session("junk")
     s.append({"role": "user", "content": "good"})
-    r.rpush(f"{redis_prefix}:m:junk", junk)
+    r.rpush(store._k("m", "junk"), junk)
     with pytest.raises(StoreCorruptError) as err:
         _ = store.session("junk").messages
     assert err.value.session_id == "junk" and "message 1" in str(err.value)
@@ -230,15 +298,15 @@ def test_garbage_list_elements(
 def test_corrupt_meta_fields(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
     s = store.session("fields")
     s.save_state({"ok": True})
-    r.hset(f"{redis_prefix}:h:fields", "state_version", "many")
+    r.hset(store._k("h", "fields"), "state_version", "many")
     with pytest.raises(StoreCorruptError, match="state_version"):
         s.load_state()
     with pytest.raises(StoreCorruptError, match="state_version"):
         s.save_state({"x": 1}, expected_version=1)
-    r.hset(f"{redis_prefix}:h:fields", mapping={"state_version": 1, "state": "{broken"})
+    r.hset(store._k("h", "fields"), mapping={"state_version": 1, "state": "{broken"})
     with pytest.raises(StoreCorruptError, match=r"'fields'.*state"):
         _ = s.state
-    r.hset(f"{redis_prefix}:h:fields", mapping={"state": encode_message({}), "meta": "[]"})
+    r.hset(store._k("h", "fields"), mapping={"state": encode_message({}), "meta": "[]"})
     with pytest.raises(StoreCorruptError, match="meta"):
         s.info()
 
@@ -246,7 +314,7 @@ def test_corrupt_meta_fields(store: RedisStore, r: redis.Redis, redis_prefix: st
 def test_bare_messages_written_by_other_tools_load(
     store: RedisStore, r: redis.Redis, redis_prefix: str
 ) -> None:
-    r.rpush(f"{redis_prefix}:m:bare", b'{"role": "user", "content": "pushed by hand"}')
+    r.rpush(store._k("m", "bare"), b'{"role": "user", "content": "pushed by hand"}')
     assert store.session("bare").messages == [{"role": "user", "content": "pushed by hand"}]
     assert store.session("bare").append({"role": "assistant", "content": "ok"}) == 1
 
@@ -268,3 +336,114 @@ def test_finish_races_only_one_wins(store: RedisStore) -> None:
     asyncio.run(main())
     assert sum(isinstance(x, dict) for x in results) == 1
     assert len(parent.messages) == 1
+
+
+# ---------------------------------------------------------------------- Redis Cluster
+
+
+def test_cluster_url_and_cluster_client(redis_cluster: RedisClusterServers) -> None:
+    """The same class on a 3-master cluster, from its URL or from a RedisCluster client; a
+    parent and its sub-agent in different slots (different masters) still work together."""
+    from redis.cluster import RedisCluster
+
+    prefix = f"wftest-{uuid.uuid4().hex[:8]}"
+    by_url = RedisStore(redis_cluster.url, prefix=prefix)
+    assert by_url.cluster
+    client = RedisCluster.from_url(redis_cluster.url)
+    by_client = RedisStore(client=client, prefix=prefix)
+    assert by_client.cluster
+    ids = [f"s{i}" for i in range(12)]
+    # the sessions spread over the cluster's masters
+    nodes = {client.get_node_from_key(by_url._k("m", sid)).name for sid in ids}
+    assert len(nodes) == 3
+    for sid in ids:
+        by_url.session(sid).append({"role": "user", "content": sid})
+    parent = by_client.session("s0")
+    child = parent.child("look it up", child_id="far-away")
+    assert by_url._tag("s0") != by_url._tag("far-away")
+    child.append({"role": "assistant", "content": "found it"})
+    child.finish()
+    assert parent.messages[-1]["content"] == "found it"
+    assert by_url.info("far-away").status == "finished"  # type: ignore[union-attr]
+    assert {i.id for i in by_client.list_sessions(limit=None)} == {*ids, "far-away"}
+    assert by_client.cleanup(older_than=3600) == 0
+    assert by_client.cleanup(older_than=1e-6) == 13
+    by_url.close()
+    client.close()
+
+
+def test_cluster_processes_append_concurrently(redis_cluster: RedisClusterServers) -> None:
+    check_concurrent_appends(
+        {"kind": "redis", "url": redis_cluster.url, "prefix": f"wft-{uuid.uuid4().hex[:8]}"}
+    )
+
+
+def test_half_finished_sub_agent_is_completed_not_duplicated(store: RedisStore) -> None:
+    """A finish cut short between its two steps (the parent got the answer, the child was not
+    marked): the next finish completes the mark and raises ConflictError; the parent keeps
+    exactly one answer."""
+    parent = store.session("half")
+    child = parent.child("t", child_id="half-child")
+    op = store._op_finish_child("half-child", "first", {"role": "assistant", "content": "first"})
+    request = next(op)  # read the child
+    request = op.send(store._execute(store._client, store._scripts, request))
+    assert request[1] == "hand_back"
+    store._execute(store._client, store._scripts, request)  # then the client "dies"
+    assert store.info("half-child").status == "open"  # type: ignore[union-attr]
+    with pytest.raises(ConflictError):
+        child.finish("second")
+    info = store.info("half-child")
+    assert info is not None and (info.status, info.result) == ("finished", "first")
+    assert [m["content"] for m in parent.messages].count("first") == 1
+    assert "second" not in [m["content"] for m in parent.messages]
+
+
+# ---------------------------------------------------------------------- a server restart
+
+
+def test_server_restart_mid_run_loses_and_duplicates_nothing() -> None:
+    """Writers append while redis-server restarts (append-only file, fsync always): every
+    append is kept exactly once, in each writer's order: the store resends a request whose
+    connection died, and the operation id stops a resent write from applying twice."""
+    import threading
+
+    server = start_redis_server("--appendonly", "yes", "--appendfsync", "always")
+    try:
+        store = RedisStore(server.url, prefix="restart", socket_timeout=5)
+        session = store.session("busy")
+        done: dict[int, list[int]] = {0: [], 1: [], 2: []}
+        failed: list[StoreError] = []
+        halfway = threading.Event()
+
+        def writer(w: int) -> None:
+            for i in range(150):
+                try:
+                    session.append({"role": "user", "content": f"{w}-{i}", "w": w, "i": i})
+                    done[w].append(i)
+                except StoreError as exc:
+                    failed.append(exc)
+                    time.sleep(0.05)
+                if i == 50:
+                    halfway.set()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in done]
+        for t in threads:
+            t.start()
+        assert halfway.wait(60)
+        server.restart()
+        for t in threads:
+            t.join(timeout=120)
+        seen = [(m["w"], m["i"]) for m in session.messages]
+        assert len(seen) == len(set(seen)), "an append was applied twice"
+        for w, ok in done.items():
+            mine = [i for ww, i in seen if ww == w]
+            assert set(ok) <= set(mine), f"writer {w} lost acknowledged messages"
+            assert mine == sorted(mine)
+            assert ok[-1] == 149, "the writer did not recover after the restart"
+        # the store retries a lost request itself (the operation id makes that safe): the
+        # restart costs no write
+        assert failed == []
+        assert len(seen) == 3 * 150
+        store.close()
+    finally:
+        server.stop()

@@ -39,6 +39,7 @@ from windowfit.session import Session
 from windowfit.store import (
     ConflictError,
     MemoryStore,
+    PostgresStore,
     RedisStore,
     SQLiteStore,
     StoreCorruptError,
@@ -81,6 +82,7 @@ __all__ = [
     # sessions and usage
     "Session",
     "SQLiteStore",
+    "PostgresStore",
     "RedisStore",
     "MemoryStore",
     "open_store",

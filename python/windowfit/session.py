@@ -24,13 +24,16 @@ import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from windowfit.messages import content_text, copy_json
-from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
-
-if TYPE_CHECKING:
-    from windowfit.store.base import BaseStore
+from windowfit.store.base import (
+    BaseStore,
+    ConflictError,
+    SessionInfo,
+    new_child_id,
+    validate_session_id,
+)
 
 __all__ = ["Session"]
 
@@ -402,3 +405,7 @@ class Session:
         if role == "assistant":
             return {"role": "assistant", "name": self.id, "content": text}
         return {"role": role, "content": text}
+
+
+# `store.session(id)` makes Session handles; the store package must not import this module
+BaseStore.session_factory = Session

@@ -1,7 +1,8 @@
-"""Durable session stores: SQLite (default), Redis (many workers), memory (tests).
+"""Durable session stores: SQLite (default), Redis or Redis Cluster (many workers), PostgreSQL
+(teams that keep their data there), memory (tests).
 
 All share one protocol (`BaseStore`); `store.session(id)` gives a `windowfit.Session`.
-`RedisStore` imports the `redis` package only when constructed.
+`RedisStore` and `PostgresStore` import their client packages only when constructed.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from windowfit.store.memory import MemoryStore
 from windowfit.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
+    from windowfit.store.postgres import PostgresStore
     from windowfit.store.redis import RedisStore
 
 __all__ = [
     "BaseStore",
     "ConflictError",
     "MemoryStore",
+    "PostgresStore",
     "RedisStore",
     "SQLiteStore",
     "SessionInfo",
@@ -44,13 +47,22 @@ def __getattr__(name: str) -> Any:
         from windowfit.store.redis import RedisStore
 
         return RedisStore
+    if name == "PostgresStore":
+        from windowfit.store.postgres import PostgresStore
+
+        return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_store(target: str | None = None, **kwargs: Any) -> BaseStore:
     """A store from a location: ``redis://``/``rediss://``/``unix://`` URLs -> RedisStore,
-    ``memory:`` -> MemoryStore, anything else a SQLite path (default ``sessions.db``)."""
+    ``postgresql://``/``postgres://`` -> PostgresStore, ``memory:`` -> MemoryStore, anything
+    else a SQLite path (default ``sessions.db``)."""
     target = target or "sessions.db"
+    if target.startswith(("postgresql://", "postgres://")):
+        from windowfit.store.postgres import PostgresStore
+
+        return PostgresStore(target, **kwargs)
     if target.startswith(("redis://", "rediss://", "unix://")):
         from windowfit.store.redis import RedisStore
 

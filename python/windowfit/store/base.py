@@ -25,14 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from typing_extensions import Self
 
-from windowfit.errors import WindowfitError
-
-if TYPE_CHECKING:
-    from windowfit.session import Session
+from windowfit.errors import MessageTypeError, WindowfitError
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -67,7 +64,8 @@ T = TypeVar("T")
 
 
 class StoreError(WindowfitError, RuntimeError):
-    """Base class of the errors raised by windowfit stores."""
+    """Base class of the errors raised by windowfit stores (a ``RuntimeError``: the call was
+    valid, the storage failed)."""
 
 
 class ConflictError(StoreError):
@@ -196,8 +194,11 @@ class UsageRow:
 def _dumps(obj: Any) -> str:
     try:
         text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        # json recurses per nesting level; a payload nested thousands deep is not storable
+        raise MessageTypeError("not JSON-serializable: nested too deeply") from None
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"not JSON-serializable: {exc}") from exc
+        raise MessageTypeError(f"not JSON-serializable: {exc}") from exc
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -216,7 +217,7 @@ def to_plain_message(message: Any) -> dict[str, Any]:
         plain = dump(mode="json", exclude_none=True)
         if isinstance(plain, dict):
             return plain
-    raise TypeError(
+    raise MessageTypeError(
         f"a message must be a mapping (OpenAI chat format dict), not {type(message).__name__}"
     )
 
@@ -226,12 +227,12 @@ def encode_message(message: Any, *, now: float | None = None) -> str:
     plain = to_plain_message(message)
     for key in plain:
         if not isinstance(key, str):
-            raise TypeError(f"message keys must be str, got {key!r}")
+            raise MessageTypeError(f"message keys must be str, got {key!r}")
     env = {"_wf": SCHEMA_VERSION, "t": round(time.time() if now is None else now, 6), "m": plain}
     try:
         return _dumps(env)
     except TypeError as exc:
-        raise TypeError(f"message is {exc}") from None
+        raise MessageTypeError(f"message is {exc}") from None
 
 
 def _as_text(raw: Any, session_id: str | None, where: str) -> str:
@@ -341,13 +342,13 @@ def encode_state(state: Mapping[str, Any] | None) -> str | None:
     if state is None:
         return None
     if not isinstance(state, Mapping):
-        raise TypeError(
+        raise MessageTypeError(
             f"state must be a JSON-serializable dict or None, not {type(state).__name__}"
         )
     try:
         return _dumps({"_wf": SCHEMA_VERSION, "s": dict(state)})
     except TypeError as exc:
-        raise TypeError(f"state is {exc}") from None
+        raise MessageTypeError(f"state is {exc}") from None
 
 
 def decode_state(raw: Any, session_id: str) -> dict[str, Any] | None:
@@ -405,7 +406,7 @@ def encode_meta(meta: Mapping[str, Any] | None) -> str | None:
     try:
         return _dumps(dict(meta))
     except TypeError as exc:
-        raise TypeError(f"session meta is {exc}") from None
+        raise MessageTypeError(f"session meta is {exc}") from None
 
 
 def validate_session_id(session_id: Any) -> str:
@@ -477,11 +478,17 @@ class BaseStore(abc.ABC):
 
     # ---- sessions
 
-    def session(self, session_id: str) -> Session:
-        """A handle on session ``session_id`` (created on its first write)."""
-        from windowfit.session import Session
+    #: Makes the handles ``session()`` returns. ``windowfit.session`` installs its ``Session``
+    #: here when imported (importing ``windowfit`` does), so the store package never imports
+    #: the session module and the two stay free of an import cycle.
+    session_factory: ClassVar[Callable[[BaseStore, str], Any] | None] = None
 
-        return Session(self, validate_session_id(session_id))
+    def session(self, session_id: str) -> Any:
+        """A handle on session ``session_id`` (a ``windowfit.Session``; created on first write)."""
+        factory = BaseStore.session_factory
+        if factory is None:  # pragma: no cover - importing windowfit.store imports windowfit
+            raise StoreError("windowfit.session is not imported: import windowfit first")
+        return factory(self, validate_session_id(session_id))
 
     @abc.abstractmethod
     def append(self, session_id: str, messages: Sequence[Any]) -> int:
@@ -653,6 +660,26 @@ class BaseStore(abc.ABC):
         if seconds is None:
             raise ValueError("cleanup needs older_than, or a store created with ttl=")
         return time.time() - seconds
+
+
+def info_from_row(row: Sequence[Any]) -> SessionInfo:
+    """A SessionInfo from an SQL row of (id, epoch, parent_id, task, tool_call_id, meta,
+    created_at, updated_at, state_version, status, result, length)."""
+    sid = row[0]
+    return SessionInfo(
+        id=sid,
+        epoch=str(row[1]),
+        parent_id=row[2],
+        task=row[3],
+        tool_call_id=row[4],
+        meta=decode_meta(row[5], sid),
+        created_at=info_float(row[6], sid, "created_at"),
+        updated_at=info_float(row[7], sid, "updated_at"),
+        state_version=info_int(row[8], sid, "state_version"),
+        status=str(row[9]),
+        result=row[10],
+        length=int(row[11]),
+    )
 
 
 def sort_rows(rows: list[UsageRow]) -> list[UsageRow]:

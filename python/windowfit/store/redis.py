@@ -1,13 +1,18 @@
 """A store on Redis, for several workers on several machines sharing sessions.
 
-Layout (``P`` is the prefix, default ``windowfit``), one set of keys per session id::
+Layout (``P`` is the prefix, default ``windowfit``; ``B`` the session's bucket, 0-63, from a
+CRC32 of its id), one set of keys per session id::
 
-    P:m:<id>   list   message envelopes (JSON), in append order
-    P:h:<id>   hash   epoch, created_at, updated_at, state, state_version, parent_id, task,
-                      tool_call_id, meta, status, result, schema
-    P:c:<id>   zset   sub-agent ids, scored by creation time
-    P:sessions zset   every session id, scored by last write (listing, cleanup)
-    P:u:d:<day>, P:u:s:<id>, P:u:days   usage counters per day/model and per session
+    P:{bB}:m:<id>    list   message envelopes (JSON), in append order
+    P:{bB}:h:<id>    hash   epoch, created_at, updated_at, state, state_version, parent_id, task,
+                            tool_call_id, meta, status, result, schema, done:<child>
+    P:{bB}:c:<id>    zset   sub-agent ids, scored by creation time
+    P:{bB}:sessions  zset   the bucket's session ids, scored by last write (listing, cleanup)
+    P:{u}:d:<day>, P:{u}:s:<id>, P:{u}:days   usage counters per day/model and per session
+
+The ``{...}`` hash tag puts a session's keys and its bucket's index in one hash slot, so every
+script touches one slot and the store runs unchanged on Redis Cluster. Keys are unambiguous: the
+prefix may not contain braces, so ``app`` + ``m:x`` and ``app:m`` + ``x`` never share a key.
 
 Every write is one Lua script, so it is atomic and totally ordered with the others: concurrent
 appends are all kept, each call's messages contiguous, each writer's calls in its own order.
@@ -16,9 +21,11 @@ increment ``state_version`` inside the script (optimistic concurrency). Writes c
 operation id remembered for ten minutes, so a command that redis-py retries after a lost reply
 is not applied twice (no duplicated messages).
 
-The keys of one operation are named in the script (the parent's too), but the ``P:sessions``
-index is shared by all sessions: use a single Redis server (or a primary with replicas /
-Sentinel), not Redis Cluster.
+Sub-agent operations span two sessions (two slots): they run as ordered single-slot steps, each
+idempotent, so a client that dies between two leaves a state the next call completes.
+
+Keys written by earlier windowfit versions (``P:m:<id>``, ``P:sessions``...) are moved to this
+layout, session by session, the first time a store with their prefix runs (``migrate_legacy``).
 """
 
 from __future__ import annotations
@@ -26,16 +33,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import secrets
+import re
 import time
 import weakref
+import zlib
 from collections.abc import Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
+from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
+from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
 from windowfit.store.base import (
-    SCHEMA_VERSION,
-    BaseStore,
     ConflictError,
     SessionInfo,
     StoreCorruptError,
@@ -60,187 +68,6 @@ __all__ = ["RedisStore"]
 
 logger = logging.getLogger(__name__)
 
-# How long a write's operation id is remembered to make retried commands idempotent.
-_OP_TTL = 600
-_CORRUPT = "WINDOWFIT_CORRUPT"
-_METRICS_INT = (
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "calls",
-    "unpriced_calls",
-)
-
-_PRELUDE = f"""
-local function clock()
-  local t = redis.call('TIME')
-  return string.format('%d.%06d', t[1], t[2])
-end
-local function wrong(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return '{_CORRUPT} key ' .. key .. ' holds a ' .. t .. ', expected a ' .. want
-  end
-  return nil
-end
-local function touch(meta, epoch, now)
-  if redis.call('HSETNX', meta, 'epoch', epoch) == 1 then
-    redis.call('HSET', meta, 'created_at', now, 'state_version', 0, 'status', 'open',
-               'schema', {SCHEMA_VERSION})
-  end
-  redis.call('HSET', meta, 'updated_at', now)
-end
-local function expire(ttl, ...)
-  if tonumber(ttl) > 0 then
-    for _, k in ipairs({{...}}) do redis.call('EXPIRE', k, ttl) end
-  end
-end
-"""
-
-# KEYS: msgs, meta, index, op, kids   ARGV: id, epoch, ttl, op_ttl, records...
-_APPEND = (
-    _PRELUDE
-    + """
-local done = redis.call('GET', KEYS[4])
-if done then return tonumber(done) end
-local bad = wrong(KEYS[1], 'list') or wrong(KEYS[2], 'hash')
-if bad then return redis.error_reply(bad) end
-local now = clock()
-touch(KEYS[2], ARGV[2], now)
-local n = 0
-for i = 5, #ARGV, 1000 do
-  n = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-local start = n - (#ARGV - 4)
-redis.call('ZADD', KEYS[3], now, ARGV[1])
-expire(ARGV[3], KEYS[1], KEYS[2], KEYS[5])
-redis.call('SET', KEYS[4], start, 'EX', ARGV[4])
-return start
-"""
-)
-
-# KEYS: meta, index, msgs, kids   ARGV: id, epoch, ttl, expected, has_state, state, op
-_SAVE_STATE = (
-    _PRELUDE
-    + f"""
-local bad = wrong(KEYS[1], 'hash')
-if bad then return redis.error_reply(bad) end
-local v = redis.call('HGET', KEYS[1], 'state_version')
-local cur = 0
-if v then
-  cur = tonumber(v)
-  if not cur then return redis.error_reply('{_CORRUPT} state_version is not a number') end
-  if redis.call('HGET', KEYS[1], 'state_op') == ARGV[7] then return {{0, cur}} end
-end
-if cur ~= tonumber(ARGV[4]) then return {{1, cur}} end
-local now = clock()
-touch(KEYS[1], ARGV[2], now)
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'state', ARGV[6])
-else
-  redis.call('HDEL', KEYS[1], 'state')
-end
-redis.call('HSET', KEYS[1], 'state_version', cur + 1, 'state_op', ARGV[7])
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-expire(ARGV[3], KEYS[1], KEYS[3], KEYS[4])
-return {{0, cur + 1}}
-"""
-)
-
-# KEYS: child meta, child msgs, parent meta, parent kids, index, op, parent msgs
-# ARGV: child id, parent id, child epoch, parent epoch, ttl, op_ttl, task, tool_call_id, meta,
-#       records...
-_CREATE_CHILD = (
-    _PRELUDE
-    + """
-if redis.call('GET', KEYS[6]) then return 1 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local bad = wrong(KEYS[2], 'list') or wrong(KEYS[3], 'hash') or wrong(KEYS[4], 'zset')
-if bad then return redis.error_reply(bad) end
-local now = clock()
-touch(KEYS[3], ARGV[4], now)
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'epoch', ARGV[3], 'created_at', now, 'updated_at', now,
-           'state_version', 0, 'status', 'open', 'schema', SCHEMA, 'parent_id', ARGV[2])
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'task', ARGV[7]) end
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'tool_call_id', ARGV[8]) end
-if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'meta', ARGV[9]) end
-for i = 10, #ARGV, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-end
-redis.call('ZADD', KEYS[4], now, ARGV[1])
-redis.call('ZADD', KEYS[5], now, ARGV[1], now, ARGV[2])
-expire(ARGV[5], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7])
-redis.call('SET', KEYS[6], 1, 'EX', ARGV[6])
-return 1
-"""
-)
-
-# KEYS: child meta, parent meta, parent msgs, index, op, parent kids
-# ARGV: child id, parent id, parent epoch, result, record, ttl, op_ttl
-_FINISH = (
-    _PRELUDE
-    + """
-local done = redis.call('GET', KEYS[5])
-if done then return {0, tonumber(done)} end
-local bad = wrong(KEYS[1], 'hash') or wrong(KEYS[2], 'hash') or wrong(KEYS[3], 'list')
-if bad then return redis.error_reply(bad) end
-if redis.call('HGET', KEYS[1], 'parent_id') ~= ARGV[2] then return {2, 0} end
-if redis.call('HGET', KEYS[1], 'status') == 'finished' then return {1, 0} end
-local now = clock()
-touch(KEYS[2], ARGV[3], now)
-local n = redis.call('RPUSH', KEYS[3], ARGV[5])
-redis.call('HSET', KEYS[1], 'status', 'finished', 'result', ARGV[4], 'updated_at', now,
-           'result_index', n - 1)
-redis.call('ZADD', KEYS[4], now, ARGV[1], now, ARGV[2])
-expire(ARGV[6], KEYS[1], KEYS[2], KEYS[3], KEYS[6])
-redis.call('SET', KEYS[5], n - 1, 'EX', ARGV[7])
-return {0, n - 1}
-"""
-)
-
-# KEYS: meta, msgs, kids, index   ARGV: id, cutoff ('' = unconditional)
-_DELETE = """
-if ARGV[2] ~= '' then
-  local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-  if score and tonumber(score) >= tonumber(ARGV[2]) then return 0 end
-end
-local existed = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('ZREM', KEYS[4], ARGV[1])
-if existed > 0 then return 1 end
-return 0
-"""
-
-# KEYS: op, days set, day hash, [session hash]
-# ARGV: op_ttl, session ttl, day, then (key index, field, 'i'|'f', amount) quads
-_USAGE = """
-if redis.call('GET', KEYS[1]) then return 0 end
-for i = 4, #ARGV, 4 do
-  local key = KEYS[tonumber(ARGV[i])]
-  if ARGV[i + 2] == 'f' then
-    redis.call('HINCRBYFLOAT', key, ARGV[i + 1], ARGV[i + 3])
-  else
-    redis.call('HINCRBY', key, ARGV[i + 1], ARGV[i + 3])
-  end
-end
-redis.call('SADD', KEYS[2], ARGV[3])
-if #KEYS >= 4 and tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[4], ARGV[2]) end
-redis.call('SET', KEYS[1], 1, 'EX', ARGV[1])
-return 1
-"""
-
-_CREATE_CHILD = _CREATE_CHILD.replace("'schema', SCHEMA", f"'schema', {SCHEMA_VERSION}")
-
-_SCRIPTS = {
-    "append": _APPEND,
-    "save_state": _SAVE_STATE,
-    "create_child": _CREATE_CHILD,
-    "finish": _FINISH,
-    "delete": _DELETE,
-    "usage": _USAGE,
-}
-
 _T = TypeVar("_T")
 
 # A request an operation yields to its driver: a script call or a (transactional) pipeline.
@@ -257,11 +84,16 @@ def _text(value: Any, session_id: str | None, what: str) -> str:
         raise StoreCorruptError(f"{what} is not UTF-8 text", session_id=session_id) from None
 
 
-def _op_id() -> str:
-    return secrets.token_hex(12)
+# Attempts at a request whose connection was lost, and the first pause between them (doubling).
+_ATTEMPTS = 6
+_BACKOFF = 0.05
+
+#: Session buckets: each bucket's sessions and index share a hash slot (spread over the cluster).
+_BUCKETS = 64
+_BAD_KEY = re.compile(r"^key (?P<key>.*) holds a ")
 
 
-class RedisStore(BaseStore):
+class RedisStore(StepStore):
     """Sessions and usage in Redis at ``url`` (``redis://host:port/db``, ``rediss://``...).
 
     ``prefix`` namespaces the keys (several apps or tests on one server). ``ttl`` sets an
@@ -279,6 +111,7 @@ class RedisStore(BaseStore):
         ttl: float | timedelta | None = None,
         client: Any = None,
         async_client: Any = None,
+        cluster: bool | None = None,
         **redis_kwargs: Any,
     ) -> None:
         try:
@@ -287,15 +120,26 @@ class RedisStore(BaseStore):
             raise ImportError(
                 "RedisStore needs the 'redis' package: pip install 'windowfit[redis]'"
             ) from exc
-        if not prefix or not isinstance(prefix, str):
-            raise ValueError("prefix must be a non-empty str")
+        if not prefix or not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            # braces would move the hash tag and make two prefixes' keys collide
+            raise ValueError(f"prefix must be a non-empty str without braces, got {prefix!r}")
         self.url = url
         self.prefix = prefix
         self.ttl = ttl_seconds(ttl)
         self._expire = 0 if self.ttl is None else max(1, math.ceil(self.ttl))
         self._redis_kwargs = redis_kwargs
         self._own_client = client is None
-        self._client = client if client is not None else redis.Redis.from_url(url, **redis_kwargs)
+        from redis.cluster import RedisCluster
+
+        if client is None:
+            try:
+                if cluster is None:
+                    cluster = self._probe_cluster(redis, url, redis_kwargs)
+                client = (RedisCluster if cluster else redis.Redis).from_url(url, **redis_kwargs)
+            except (ValueError, redis.exceptions.RedisError) as exc:
+                raise StoreError(f"invalid Redis URL {url!r}: {exc}") from None
+        self.cluster = isinstance(client, RedisCluster)
+        self._client = client
         self._scripts = {n: self._client.register_script(s) for n, s in _SCRIPTS.items()}
         self._given_async = async_client
         # redis.asyncio clients are bound to the event loop they first ran on: one per loop
@@ -305,21 +149,46 @@ class RedisStore(BaseStore):
         self._async = weakref.WeakKeyDictionary()
         self._errors = (redis.exceptions.ResponseError, redis.exceptions.RedisError)
         self._response_error = redis.exceptions.ResponseError
+        # a connection lost mid-call (server restart, failover): every request is safe to send
+        # again, since each write carries its operation id and the scripts skip a known one
+        self._lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self._legacy_checked = self.cluster  # the previous layout never ran on a cluster
+
+    def _probe_cluster(self, redis: Any, url: str, kwargs: dict[str, Any]) -> bool:
+        """Whether ``url`` is a Redis Cluster node (asked once, at construction). A server that
+        does not answer yet is taken as a single one: the first call reports the error."""
+        probe = redis.Redis.from_url(url, **kwargs)
+        try:
+            return bool(probe.info("cluster").get("cluster_enabled"))
+        except redis.exceptions.RedisError:
+            return False
+        finally:
+            probe.close()
 
     def __repr__(self) -> str:
         return f"RedisStore({self.url!r}, prefix={self.prefix!r})"
 
     # ------------------------------------------------------------------ keys
 
+    def _tag(self, session_id: str) -> str:
+        bucket = zlib.crc32(session_id.encode("utf-8", "surrogatepass")) % _BUCKETS
+        return f"{self.prefix}:{{b{bucket}}}"
+
     def _k(self, kind: str, session_id: str) -> str:
-        return f"{self.prefix}:{kind}:{session_id}"
+        """The key of ``session_id``'s ``kind`` (m, h, c) record."""
+        return f"{self._tag(session_id)}:{kind}:{session_id}"
 
-    @property
-    def _index(self) -> str:
-        return f"{self.prefix}:sessions"
+    def _index(self, session_id: str) -> str:
+        return f"{self._tag(session_id)}:sessions"
 
-    def _opkey(self) -> str:
-        return f"{self.prefix}:op:{_op_id()}"
+    def _indexes(self) -> list[str]:
+        return [f"{self.prefix}:{{b{b}}}:sessions" for b in range(_BUCKETS)]
+
+    def _opkey(self, session_id: str) -> str:
+        return f"{self._tag(session_id)}:op:{new_op_id()}"
+
+    def _u(self, rest: str) -> str:
+        return f"{self.prefix}:{{u}}:{rest}"
 
     # ------------------------------------------------------------------ drivers
 
@@ -331,8 +200,10 @@ class RedisStore(BaseStore):
                 client = self._given_async
             else:
                 import redis.asyncio
+                import redis.asyncio.cluster
 
-                client = redis.asyncio.Redis.from_url(self.url, **self._redis_kwargs)
+                kind = redis.asyncio.cluster.RedisCluster if self.cluster else redis.asyncio.Redis
+                client = kind.from_url(self.url, **self._redis_kwargs)
             scripts = {n: client.register_script(s) for n, s in _SCRIPTS.items()}
             entry = self._async[loop] = (client, scripts)
         return entry
@@ -343,11 +214,12 @@ class RedisStore(BaseStore):
             if _CORRUPT in text:
                 detail = text.split(_CORRUPT, 1)[-1].strip()
                 # our scripts name the bad key: blame the session it belongs to
-                for kind in ("m", "h", "c"):
-                    head = f"key {self.prefix}:{kind}:"
-                    if detail.startswith(head) and " holds a " in detail:
-                        session_id = detail[len(head) : detail.rindex(" holds a ")]
-                        break
+                found = _BAD_KEY.match(detail)
+                head = f"{self.prefix}:{{b"
+                if found and found["key"].startswith(head):
+                    parts = found["key"][len(head) :].split(":", 2)
+                    if len(parts) == 3 and parts[1] in ("m", "h", "c"):
+                        session_id = parts[2]
                 return StoreCorruptError(
                     f"foreign data in Redis: {detail}", session_id=session_id, where=self.url
                 )
@@ -361,42 +233,60 @@ class RedisStore(BaseStore):
             return StoreCorruptError("data is not UTF-8 text", session_id=session_id)
         return StoreError(f"Redis error at {self.url}: {exc}")
 
-    def _drive(self, op: _Op[_T], session_id: str | None) -> _T:
-        try:
-            request = next(op)
-            while True:
+    def _drive(self, make: Operation, session_id: str | None) -> Any:
+        if not self._legacy_checked:
+            self._legacy_checked = True
+            self._drive(self._op_migrate_legacy, None)
+
+        def execute(request: _Request) -> Any:
+            for attempt in range(_ATTEMPTS):
                 try:
-                    result = self._execute(self._client, self._scripts, request)
+                    return self._execute(self._client, self._scripts, request)
+                except self._lost as exc:
+                    if attempt + 1 == _ATTEMPTS:
+                        raise self._map_error(exc, session_id) from exc
+                    logger.warning("%r: %s; retrying", self, exc)
+                    time.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
                     raise self._map_error(exc, session_id) from exc
-                request = op.send(result)
-        except StopIteration as stop:
-            return cast(_T, stop.value)
+            raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _adrive(self, op: _Op[_T], session_id: str | None) -> _T:
+        return run_steps(make(), execute)
+
+    async def _adrive(self, make: Operation, session_id: str | None) -> Any:
+        if not self._legacy_checked:
+            self._legacy_checked = True
+            await self._adrive(self._op_migrate_legacy, None)
         client, scripts = self._async_client()
-        try:
-            request = next(op)
-            while True:
+
+        async def execute(request: _Request) -> Any:
+            for attempt in range(_ATTEMPTS):
                 try:
                     result = self._execute(client, scripts, request)
                     if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                         result = await result
+                    return result
+                except self._lost as exc:
+                    if attempt + 1 == _ATTEMPTS:
+                        raise self._map_error(exc, session_id) from exc
+                    logger.warning("%r: %s; retrying", self, exc)
+                    await asyncio.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
                     raise self._map_error(exc, session_id) from exc
-                request = op.send(result)
-        except StopIteration as stop:
-            return cast(_T, stop.value)
+            raise AssertionError("unreachable")  # pragma: no cover
 
-    @staticmethod
-    def _execute(client: Any, scripts: dict[str, Any], request: _Request) -> Any:
+        return await arun_steps(make(), execute)
+
+    def _execute(self, client: Any, scripts: dict[str, Any], request: _Request) -> Any:
         kind = request[0]
         if kind == "script":
             _, name, keys, args = request
             return scripts[name](keys=keys, args=args, client=client)
-        if kind == "pipe":
+        if kind in ("pipe", "spread"):
+            # "pipe": one session's keys, read atomically; "spread": keys of many slots, which a
+            # cluster cannot read in one transaction (each command is still atomic)
             _, commands = request
-            pipe = client.pipeline(transaction=True)
+            pipe = client.pipeline(transaction=kind == "pipe" or not self.cluster)
             for command in commands:
                 pipe.execute_command(*command)
             return pipe.execute()
@@ -414,8 +304,8 @@ class RedisStore(BaseStore):
         keys = [
             self._k("m", session_id),
             self._k("h", session_id),
-            self._index,
-            self._opkey(),
+            self._index(session_id),
+            self._opkey(session_id),
             self._k("c", session_id),
         ]
         args = [session_id, new_epoch(), self._expire, _OP_TTL, *records]
@@ -464,7 +354,7 @@ class RedisStore(BaseStore):
             return None
         return self._info_from(session_id, fields, length)
 
-    def _op_state(self, session_id: str) -> _Op[tuple[dict[str, Any] | None, int]]:
+    def _op_load_state(self, session_id: str) -> _Op[tuple[dict[str, Any] | None, int]]:
         (values,) = yield ("pipe", [("HMGET", self._k("h", session_id), "state", "state_version")])
         raw, version = values
         if version is None:
@@ -480,7 +370,7 @@ class RedisStore(BaseStore):
         encoded = encode_state(state)
         keys = [
             self._k("h", session_id),
-            self._index,
+            self._index(session_id),
             self._k("m", session_id),
             self._k("c", session_id),
         ]
@@ -491,7 +381,7 @@ class RedisStore(BaseStore):
             int(expected_version),
             "0" if encoded is None else "1",
             encoded or "",
-            _op_id(),
+            new_op_id(),
         ]
         status, version = yield ("script", "save_state", keys, args)
         if int(status) == 1:
@@ -507,10 +397,11 @@ class RedisStore(BaseStore):
         self,
         parent_id: str,
         child_id: str,
+        *,
         task: str | None,
         messages: Sequence[Any],
-        tool_call_id: str | None,
-        meta: Mapping[str, Any] | None,
+        tool_call_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> _Op[bool]:
         validate_session_id(parent_id)
         validate_session_id(child_id)
@@ -519,16 +410,12 @@ class RedisStore(BaseStore):
         keys = [
             self._k("h", child_id),
             self._k("m", child_id),
-            self._k("h", parent_id),
-            self._k("c", parent_id),
-            self._index,
-            self._opkey(),
-            self._k("m", parent_id),
+            self._index(child_id),
+            self._opkey(child_id),
         ]
         args = [
             child_id,
             parent_id,
-            new_epoch(),
             new_epoch(),
             self._expire,
             _OP_TTL,
@@ -538,35 +425,58 @@ class RedisStore(BaseStore):
             *records,
         ]
         created = yield ("script", "create_child", keys, args)
-        return bool(int(created))
+        if not int(created):
+            return False
+        # then list it under its parent (a crash between leaves an unlisted child, never a
+        # listed child that does not exist)
+        yield from self._op_adopt(parent_id, child_id)
+        return True
 
-    def _op_finish(self, child_id: str, result: str, message: Mapping[str, Any]) -> _Op[int]:
+    def _op_adopt(self, parent_id: str, child_id: str) -> _Op[None]:
+        keys = [
+            self._k("h", parent_id),
+            self._k("c", parent_id),
+            self._index(parent_id),
+            self._k("m", parent_id),
+        ]
+        yield ("script", "adopt", keys, [parent_id, child_id, new_epoch(), self._expire])
+
+    def _op_finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> _Op[int]:
         record = encode_message(message)
-        (parent,) = yield ("pipe", [("HGET", self._k("h", child_id), "parent_id")])
+        (fields,) = yield ("pipe", [("HMGET", self._k("h", child_id), "parent_id", "status")])
+        parent, status = fields
         if parent is None:
             raise ValueError(f"session {child_id!r} is not a sub-agent session")
+        if status is not None and _text(status, child_id, "status") == "finished":
+            raise ConflictError(f"sub-agent {child_id!r} is already finished", session_id=child_id)
         parent_id = _text(parent, child_id, "parent_id")
         keys = [
-            self._k("h", child_id),
             self._k("h", parent_id),
             self._k("m", parent_id),
-            self._index,
-            self._opkey(),
+            self._index(parent_id),
+            self._opkey(parent_id),
             self._k("c", parent_id),
         ]
-        args = [child_id, parent_id, new_epoch(), result, record, self._expire, _OP_TTL]
-        status, index = yield ("script", "finish", keys, args)
-        if int(status) == 1:
+        args = [parent_id, child_id, new_epoch(), record, f":{result}", self._expire, _OP_TTL]
+        conflict, index, prior = yield ("script", "hand_back", keys, args)
+        if int(conflict):
+            # the parent has this child's answer: a finish raced this one, or was cut short
+            # before marking the child; complete the mark from what the parent recorded
+            done_index, _, done_result = _text(prior, parent_id, "done").partition(":")
+            yield from self._op_mark_finished(child_id, done_result, done_index)
             raise ConflictError(f"sub-agent {child_id!r} is already finished", session_id=child_id)
-        if int(status) == 2:
-            raise ValueError(f"session {child_id!r} is not a sub-agent session")
+        yield from self._op_mark_finished(child_id, result, str(int(index)))
         return int(index)
+
+    def _op_mark_finished(self, child_id: str, result: str, index: str) -> _Op[None]:
+        keys = [self._k("h", child_id), self._index(child_id)]
+        yield ("script", "mark_finished", keys, [child_id, result, index])
 
     def _op_infos(self, ids: list[str]) -> _Op[list[SessionInfo]]:
         commands: list[tuple[Any, ...]] = []
         for sid in ids:
             commands += [("HGETALL", self._k("h", sid)), ("LLEN", self._k("m", sid))]
-        results = (yield ("pipe", commands)) if commands else []
+        results = (yield ("spread", commands)) if commands else []
         infos = []
         for i, sid in enumerate(ids):
             fields, length = results[2 * i], results[2 * i + 1]
@@ -580,12 +490,15 @@ class RedisStore(BaseStore):
         infos = yield from self._op_infos(ids)
         return sorted(infos, key=lambda i: i.created_at)
 
-    def _op_list(self, limit: int | None) -> _Op[list[SessionInfo]]:
+    def _op_list_sessions(self, limit: int | None = 100) -> _Op[list[SessionInfo]]:
         stop = -1 if limit is None else max(0, int(limit) - 1)
         if limit is not None and limit <= 0:
             return []
-        (raw,) = yield ("pipe", [("ZREVRANGE", self._index, 0, stop)])
-        ids = [_text(r, None, "session id") for r in raw]
+        # the most recent of each bucket, merged: the overall most recent `limit`
+        raw = yield ("spread", [("ZREVRANGE", k, 0, stop, "WITHSCORES") for k in self._indexes()])
+        scored = [(float(score), _text(r, None, "session id")) for part in raw for r, score in part]
+        scored.sort(reverse=True)
+        ids = [sid for _, sid in (scored if limit is None else scored[:limit])]
         return (yield from self._op_infos(ids))
 
     def _op_delete(self, session_id: str, cutoff: str = "") -> _Op[bool]:
@@ -594,7 +507,7 @@ class RedisStore(BaseStore):
             self._k("h", session_id),
             self._k("m", session_id),
             self._k("c", session_id),
-            self._index,
+            self._index(session_id),
         ]
         existed = yield ("script", "delete", keys, [session_id, cutoff])
         if int(existed) and parent is not None:
@@ -602,25 +515,29 @@ class RedisStore(BaseStore):
             yield ("pipe", [("ZREM", self._k("c", parent_id), session_id)])
         return bool(int(existed))
 
-    def _op_cleanup(self, cutoff: float) -> _Op[int]:
+    def _op_cleanup(self, older_than: float | timedelta | None = None) -> _Op[int]:
+        # session times are the server's clock: measure the age against it too
+        seconds_ago = time.time() - self._cutoff(older_than)
+        sec, usec = yield ("script", "clock", [self._indexes()[0]], [])
+        cutoff = float(sec) + float(usec) / 1e6 - seconds_ago
         removed = 0
-        while True:
-            (raw,) = yield (
-                "pipe",
-                [("ZRANGEBYSCORE", self._index, "-inf", f"({cutoff:.6f}", "LIMIT", 0, 200)],
-            )
-            if not raw:
-                return removed
-            for r in raw:
-                sid = _text(r, None, "session id")
-                if (yield from self._op_delete(sid, f"{cutoff:.6f}")):
-                    removed += 1
-            if len(raw) < 200:
-                return removed
+        for index in self._indexes():
+            while True:
+                (raw,) = yield (
+                    "pipe",
+                    [("ZRANGEBYSCORE", index, "-inf", f"({cutoff:.6f}", "LIMIT", 0, 200)],
+                )
+                for r in raw:
+                    sid = _text(r, None, "session id")
+                    if (yield from self._op_delete(sid, f"{cutoff:.6f}")):
+                        removed += 1
+                if len(raw) < 200:
+                    break
+        return removed
 
     def _op_record_usage(self, record: UsageRecord) -> _Op[None]:
-        day_key = f"{self.prefix}:u:d:{record.day}"
-        keys = [self._opkey(), f"{self.prefix}:u:days", day_key]
+        # every usage key shares the {u} slot: one script updates them together
+        keys = [self._u(f"op:{new_op_id()}"), self._u("days"), self._u(f"d:{record.day}")]
         amounts: dict[str, Any] = {
             "prompt_tokens": record.prompt_tokens,
             "completion_tokens": record.completion_tokens,
@@ -631,7 +548,7 @@ class RedisStore(BaseStore):
         }
         targets = [(3, f"{record.model}")]
         if record.session_id is not None:
-            keys.append(f"{self.prefix}:u:s:{record.session_id}")
+            keys.append(self._u(f"s:{record.session_id}"))
             targets.append((4, f"{record.day}:{record.model}"))
         args: list[Any] = [_OP_TTL, self._expire, record.day]
         for index, suffix in targets:
@@ -643,7 +560,7 @@ class RedisStore(BaseStore):
         yield ("script", "usage", keys, args)
 
     def _op_usage_rows(
-        self, model: str | None, day: str | None, session_id: str | None
+        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
     ) -> _Op[list[UsageRow]]:
         rows: dict[tuple[str, str], UsageRow] = {}
 
@@ -663,7 +580,7 @@ class RedisStore(BaseStore):
                 ) from None
 
         if session_id is not None:
-            (fields,) = yield ("pipe", [("HGETALL", f"{self.prefix}:u:s:{session_id}")])
+            (fields,) = yield ("pipe", [("HGETALL", self._u(f"s:{session_id}"))])
             for k, v in fields.items():
                 metric, _, rest = _text(k, session_id, "usage field").partition(":")
                 row_day, _, row_model = rest.partition(":")
@@ -672,76 +589,64 @@ class RedisStore(BaseStore):
             if day is not None:
                 days = [day]
             else:
-                (raw,) = yield ("pipe", [("SMEMBERS", f"{self.prefix}:u:days")])
+                (raw,) = yield ("pipe", [("SMEMBERS", self._u("days"))])
                 days = sorted(_text(d, None, "day") for d in raw)
             if days:
-                results = yield ("pipe", [("HGETALL", f"{self.prefix}:u:d:{d}") for d in days])
+                results = yield ("pipe", [("HGETALL", self._u(f"d:{d}")) for d in days])
                 for d, fields in zip(days, results, strict=True):
                     for k, v in fields.items():
                         metric, _, row_model = _text(k, None, "usage field").partition(":")
                         add(d, row_model, metric, v)
         return sort_rows(list(rows.values()))
 
-    # ------------------------------------------------------------------ protocol (sync)
+    def _op_migrate_legacy(self) -> _Op[int]:
+        old_index, old_days = f"{self.prefix}:sessions", f"{self.prefix}:u:days"
+        has_index, has_days = yield ("pipe", [("EXISTS", old_index), ("EXISTS", old_days)])
+        moved = 0
+        while int(has_index):
+            # the old index lists exactly this prefix's sessions (children included)
+            (raw,) = yield ("pipe", [("ZRANGE", old_index, 0, 199)])
+            for r in raw:
+                sid = _text(r, None, "session id")
+                old = [f"{self.prefix}:{kind}:{sid}" for kind in ("h", "m", "c")]
+                new = [self._k(kind, sid) for kind in ("h", "m", "c")]
+                keys = [*old, old_index, *new, self._index(sid)]
+                moved += int((yield ("script", "migrate", keys, [sid])))
+            if not raw:
+                break
+        if int(has_days):
+            (days,) = yield ("pipe", [("SMEMBERS", old_days)])
+            for d in days:
+                day = _text(d, None, "day")
+                old_key, new_key = f"{self.prefix}:u:d:{day}", self._u(f"d:{day}")
+                yield ("script", "merge_usage", [old_key, new_key], [])
+                yield ("pipe", [("SADD", self._u("days"), day), ("SREM", old_days, day)])
+            cursor: Any = 0
+            while True:
+                pattern = f"{self.prefix}:u:s:*"
+                ((cursor, found),) = yield ("pipe", [("SCAN", cursor, "MATCH", pattern)])
+                for k in found:
+                    key = _text(k, None, "usage key")
+                    sid = key[len(f"{self.prefix}:u:s:") :]
+                    yield ("script", "merge_usage", [key, self._u(f"s:{sid}")], [])
+                if int(cursor) == 0:
+                    break
+        if moved:
+            logger.warning("%r: moved %d sessions from the previous key layout", self, moved)
+        return moved
 
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
-        return self._drive(self._op_append(session_id, messages), session_id)
+    def migrate_legacy(self) -> int:
+        """Move sessions and usage written by windowfit's previous key layout (``P:m:<id>``...)
+        to the current one; the number of sessions moved. A store does this by itself on its
+        first call; running it again, or from several workers at once, is safe."""
+        self._legacy_checked = True
+        return int(self._drive(self._op_migrate_legacy, None))
 
-    def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
-        return self._drive(self._op_read(session_id, start), session_id)
+    # ------------------------------------------------------------------ protocol
 
-    def info(self, session_id: str) -> SessionInfo | None:
-        return self._drive(self._op_info(session_id), session_id)
-
-    def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return self._drive(self._op_state(session_id), session_id)
-
-    def save_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        return self._drive(self._op_save_state(session_id, state, expected_version), session_id)
-
-    def create_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        op = self._op_create_child(parent_id, child_id, task, messages, tool_call_id, meta)
-        return self._drive(op, child_id)
-
-    def finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        return self._drive(self._op_finish(child_id, result, message), child_id)
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        return self._drive(self._op_children(session_id), session_id)
-
-    def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return self._drive(self._op_list(limit), None)
-
-    def delete(self, session_id: str) -> bool:
-        return self._drive(self._op_delete(session_id), session_id)
-
-    def cleanup(self, older_than: float | timedelta | None = None) -> int:
-        return self._drive(self._op_cleanup(self._server_cutoff(older_than)), None)
-
-    def _server_cutoff(self, older_than: float | timedelta | None) -> float:
-        # session times are the server's clock: measure the age against it too
-        seconds_ago = time.time() - self._cutoff(older_than)
-        sec, usec = self._client.time()
-        return float(sec) + float(usec) / 1e6 - seconds_ago
-
-    def record_usage(self, record: UsageRecord) -> None:
-        self._drive(self._op_record_usage(record), record.session_id)
-
-    def usage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        return self._drive(self._op_usage_rows(model, day, session_id), session_id)
+    def _operation(self, name: str, *args: Any, **kwargs: Any) -> Operation:
+        method = getattr(self, f"_op_{name}")
+        return lambda: method(*args, **kwargs)
 
     def ping(self) -> bool:
         """True if the server answers (raises StoreError otherwise)."""
@@ -753,67 +658,6 @@ class RedisStore(BaseStore):
     def close(self) -> None:
         if self._own_client:
             self._client.close()
-
-    # ------------------------------------------------------------------ protocol (async)
-
-    async def aappend(self, session_id: str, messages: Sequence[Any]) -> int:
-        return await self._adrive(self._op_append(session_id, messages), session_id)
-
-    async def aread(
-        self, session_id: str, start: int = 0
-    ) -> tuple[str | None, list[dict[str, Any]]]:
-        return await self._adrive(self._op_read(session_id, start), session_id)
-
-    async def ainfo(self, session_id: str) -> SessionInfo | None:
-        return await self._adrive(self._op_info(session_id), session_id)
-
-    async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return await self._adrive(self._op_state(session_id), session_id)
-
-    async def asave_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        op = self._op_save_state(session_id, state, expected_version)
-        return await self._adrive(op, session_id)
-
-    async def acreate_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        op = self._op_create_child(parent_id, child_id, task, messages, tool_call_id, meta)
-        return await self._adrive(op, child_id)
-
-    async def afinish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        return await self._adrive(self._op_finish(child_id, result, message), child_id)
-
-    async def achildren(self, session_id: str) -> list[SessionInfo]:
-        return await self._adrive(self._op_children(session_id), session_id)
-
-    async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return await self._adrive(self._op_list(limit), None)
-
-    async def adelete(self, session_id: str) -> bool:
-        return await self._adrive(self._op_delete(session_id), session_id)
-
-    async def acleanup(self, older_than: float | timedelta | None = None) -> int:
-        client, _ = self._async_client()
-        seconds_ago = time.time() - self._cutoff(older_than)
-        sec, usec = await client.time()
-        return await self._adrive(self._op_cleanup(sec + usec / 1e6 - seconds_ago), None)
-
-    async def arecord_usage(self, record: UsageRecord) -> None:
-        await self._adrive(self._op_record_usage(record), record.session_id)
-
-    async def ausage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        return await self._adrive(self._op_usage_rows(model, day, session_id), session_id)
 
     async def aclose(self) -> None:
         try:

@@ -32,12 +32,11 @@ from windowfit.store.base import (
     UsageRecord,
     UsageRow,
     decode_messages,
-    decode_meta,
     decode_state,
     encode_message,
     encode_meta,
     encode_state,
-    info_float,
+    info_from_row,
     info_int,
     new_epoch,
     ttl_seconds,
@@ -314,23 +313,6 @@ class SQLiteStore(BaseStore):
             [(session_id, start + i, r) for i, r in enumerate(records)],
         )
 
-    def _info_row(self, row: Sequence[Any]) -> SessionInfo:
-        sid = row[0]
-        return SessionInfo(
-            id=sid,
-            epoch=str(row[1]),
-            parent_id=row[2],
-            task=row[3],
-            tool_call_id=row[4],
-            meta=decode_meta(row[5], sid),
-            created_at=info_float(row[6], sid, "created_at"),
-            updated_at=info_float(row[7], sid, "updated_at"),
-            state_version=info_int(row[8], sid, "state_version"),
-            status=str(row[9]),
-            result=row[10],
-            length=int(row[11]),
-        )
-
     def _maybe_cleanup(self) -> None:
         if self.ttl is None or time.time() < self._next_cleanup:
             return
@@ -383,7 +365,7 @@ class SQLiteStore(BaseStore):
             row = c.execute(
                 f"SELECT {_INFO_COLUMNS} FROM windowfit_sessions s WHERE s.id = ?", (session_id,)
             ).fetchone()
-        return None if row is None else self._info_row(row)
+        return None if row is None else info_from_row(row)
 
     def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
         with self._tx(write=False, session_id=session_id) as c:
@@ -480,7 +462,7 @@ class SQLiteStore(BaseStore):
                 "ORDER BY s.created_at, s.rowid",
                 (session_id,),
             ).fetchall()
-        return [self._info_row(r) for r in rows]
+        return [info_from_row(r) for r in rows]
 
     def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
         with self._tx(write=False) as c:
@@ -489,7 +471,7 @@ class SQLiteStore(BaseStore):
                 "ORDER BY s.updated_at DESC LIMIT ?",
                 (-1 if limit is None else int(limit),),
             ).fetchall()
-        return [self._info_row(r) for r in rows]
+        return [info_from_row(r) for r in rows]
 
     def delete(self, session_id: str) -> bool:
         with self._tx(write=True, session_id=session_id) as c:

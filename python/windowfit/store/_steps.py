@@ -1,0 +1,208 @@
+"""One body for the sync and async twins of a networked store.
+
+A networked store (Redis, PostgreSQL) writes each operation once, as a generator that yields the
+requests it needs (a script call, a pipeline, an SQL statement) and receives their results.
+`run_steps` drives it with a blocking client, `arun_steps` with an asyncio one. `StepStore`
+implements the whole protocol, sync and async, on top of one method that builds an operation:
+the twins share every line of logic and differ only in how a request is executed.
+"""
+
+from __future__ import annotations
+
+import abc
+import secrets
+from collections.abc import Callable, Generator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from windowfit.store.base import BaseStore, SessionInfo, UsageRecord, UsageRow
+
+__all__ = ["Operation", "Step", "StepStore", "arun_steps", "new_op_id", "run_steps"]
+
+T = TypeVar("T")
+
+#: A request an operation yields to its runner; its meaning belongs to the store.
+Step = tuple[Any, ...]
+#: Makes a fresh run of one call's operation (a retry runs it again from the start).
+Operation = Callable[[], Generator[Step, Any, Any]]
+
+
+def run_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
+    """Run ``op``, executing each step it yields with ``execute`` (blocking)."""
+    try:
+        step = next(op)
+        while True:
+            step = op.send(execute(step))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
+    """Run ``op``, awaiting ``execute(step)`` for each step it yields."""
+    try:
+        step = next(op)
+        while True:
+            step = op.send(await execute(step))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def new_op_id() -> str:
+    """A fresh operation id. A write carries one, made by the client, so the server can tell a
+    resent write (after a lost connection) from a new one and apply it once."""
+    return secrets.token_hex(12)
+
+
+def _subject(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The session an operation's errors name."""
+    if name in ("list_sessions", "cleanup"):
+        return None
+    if name == "create_child":
+        return str(args[1])
+    if name == "record_usage":
+        return args[0].session_id  # type: ignore[no-any-return]
+    if name == "usage_rows":
+        return kwargs.get("session_id")
+    return str(args[0])
+
+
+class StepStore(BaseStore):
+    """A store whose operations are generators of steps (see the module docstring).
+
+    Subclasses implement ``_operation`` (build one call's operation) and the two drivers.
+    """
+
+    @abc.abstractmethod
+    def _operation(self, name: str, *args: Any, **kwargs: Any) -> Operation:
+        """The operation of protocol method ``name`` called with these arguments.
+
+        Validation and encoding happen here or at the operation's first step, before any I/O.
+        """
+
+    @abc.abstractmethod
+    def _drive(self, make: Operation, session_id: str | None) -> Any:
+        """Run ``make()`` with the blocking client; errors become StoreError naming the session."""
+
+    @abc.abstractmethod
+    async def _adrive(self, make: Operation, session_id: str | None) -> Any:
+        """Run ``make()`` with the asyncio client."""
+
+    def _call_sync(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        make = self._operation(name, *args, **kwargs)
+        return self._drive(make, _subject(name, args, kwargs))
+
+    async def _call_async(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        make = self._operation(name, *args, **kwargs)
+        return await self._adrive(make, _subject(name, args, kwargs))
+
+    # ------------------------------------------------------------------ protocol (sync)
+
+    def append(self, session_id: str, messages: Sequence[Any]) -> int:
+        return int(self._call_sync("append", session_id, messages))
+
+    def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
+        return self._call_sync("read", session_id, start)  # type: ignore[no-any-return]
+
+    def info(self, session_id: str) -> SessionInfo | None:
+        return self._call_sync("info", session_id)  # type: ignore[no-any-return]
+
+    def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
+        return self._call_sync("load_state", session_id)  # type: ignore[no-any-return]
+
+    def save_state(
+        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
+    ) -> int:
+        return int(self._call_sync("save_state", session_id, state, expected_version))
+
+    def create_child(
+        self,
+        parent_id: str,
+        child_id: str,
+        *,
+        task: str | None,
+        messages: Sequence[Any],
+        tool_call_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> bool:
+        kw = {"task": task, "messages": messages, "tool_call_id": tool_call_id, "meta": meta}
+        return bool(self._call_sync("create_child", parent_id, child_id, **kw))
+
+    def finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
+        return int(self._call_sync("finish_child", child_id, result, message))
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        return self._call_sync("children", session_id)  # type: ignore[no-any-return]
+
+    def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
+        return self._call_sync("list_sessions", limit)  # type: ignore[no-any-return]
+
+    def delete(self, session_id: str) -> bool:
+        return bool(self._call_sync("delete", session_id))
+
+    def cleanup(self, older_than: float | timedelta | None = None) -> int:
+        return int(self._call_sync("cleanup", older_than))
+
+    def record_usage(self, record: UsageRecord) -> None:
+        self._call_sync("record_usage", record)
+
+    def usage_rows(
+        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
+    ) -> list[UsageRow]:
+        return self._call_sync("usage_rows", model=model, day=day, session_id=session_id)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ protocol (async)
+
+    async def aappend(self, session_id: str, messages: Sequence[Any]) -> int:
+        return int(await self._call_async("append", session_id, messages))
+
+    async def aread(
+        self, session_id: str, start: int = 0
+    ) -> tuple[str | None, list[dict[str, Any]]]:
+        return await self._call_async("read", session_id, start)  # type: ignore[no-any-return]
+
+    async def ainfo(self, session_id: str) -> SessionInfo | None:
+        return await self._call_async("info", session_id)  # type: ignore[no-any-return]
+
+    async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
+        return await self._call_async("load_state", session_id)  # type: ignore[no-any-return]
+
+    async def asave_state(
+        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
+    ) -> int:
+        return int(await self._call_async("save_state", session_id, state, expected_version))
+
+    async def acreate_child(
+        self,
+        parent_id: str,
+        child_id: str,
+        *,
+        task: str | None,
+        messages: Sequence[Any],
+        tool_call_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> bool:
+        kw = {"task": task, "messages": messages, "tool_call_id": tool_call_id, "meta": meta}
+        return bool(await self._call_async("create_child", parent_id, child_id, **kw))
+
+    async def afinish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
+        return int(await self._call_async("finish_child", child_id, result, message))
+
+    async def achildren(self, session_id: str) -> list[SessionInfo]:
+        return await self._call_async("children", session_id)  # type: ignore[no-any-return]
+
+    async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
+        return await self._call_async("list_sessions", limit)  # type: ignore[no-any-return]
+
+    async def adelete(self, session_id: str) -> bool:
+        return bool(await self._call_async("delete", session_id))
+
+    async def acleanup(self, older_than: float | timedelta | None = None) -> int:
+        return int(await self._call_async("cleanup", older_than))
+
+    async def arecord_usage(self, record: UsageRecord) -> None:
+        await self._call_async("record_usage", record)
+
+    async def ausage_rows(
+        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
+    ) -> list[UsageRow]:
+        return await self._call_async("usage_rows", model=model, day=day, session_id=session_id)  # type: ignore[no-any-return]
