@@ -464,6 +464,14 @@ impl PyCounter {
         guarded("count_many", || Ok(py.detach(|| self.inner.count_many(&texts))))
     }
 
+    /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+        let text = extract_text(text, "text")?;
+        let limit = usize::try_from(limit).map_err(|_| PyValueError::new_err(format!("limit must be >= 0, got {limit}")))?;
+        let s = text.as_ref();
+        guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
+    }
+
     /// Token ids of `text` (ordinary: special-token text is plain text).
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let text = extract_text(text, "text")?;
@@ -634,6 +642,11 @@ impl PyEncoding {
 
     fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         self.counter.get().count_many(py, texts)
+    }
+
+    /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+        self.counter.get().count_until(py, text, limit)
     }
 
     fn __repr__(&self) -> String {

@@ -1,0 +1,123 @@
+//! The counting engine for byte-level BPE vocabularies whose pre-tokenizer pattern it knows
+//! by heart (cl100k_base, o200k_base).
+//!
+//! Per piece of the hand-written split ([`split`]), in order of cost:
+//! 1. the piece is one token (a word with its leading space, usually): one probe of the
+//!    vocabulary, which doubles as a cache pre-seeded with every token;
+//! 2. the piece was merged before on this thread: one probe of a per-thread cache of short
+//!    pieces packed inline (no allocation, no lock);
+//! 3. byte-pair merge ([`bpe`]).
+//!
+//! Counting never builds ids, and `count_until` stops once a limit is passed.
+
+pub mod bpe;
+pub mod classes;
+pub mod split;
+pub mod vocab;
+
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
+
+pub use split::{Pattern, Splitter};
+pub use vocab::Vocab;
+use vocab::{pack, SHORT};
+
+/// Cached short pieces per thread and vocabulary, before the cache is emptied: a few MB,
+/// and far more distinct multi-token pieces than a working set of agent text holds.
+const CACHE_ENTRIES: usize = 1 << 17;
+
+/// Vocabularies the per-thread caches are kept apart for (one slot each).
+pub const SLOTS: usize = 2;
+
+thread_local! {
+    static PIECES: [RefCell<FxHashMap<u128, u32>>; SLOTS] = Default::default();
+}
+
+/// A vocabulary with its pattern: everything counting and encoding need.
+#[derive(Clone, Copy)]
+pub struct Engine {
+    pub pattern: Pattern,
+    pub vocab: &'static Vocab,
+    /// Which per-thread cache this vocabulary uses.
+    pub slot: usize,
+}
+
+impl Engine {
+    pub fn pieces<'t>(&self, text: &'t str) -> Splitter<'t> {
+        Splitter::new(text, self.pattern)
+    }
+
+    #[inline(always)]
+    fn rank(&self, bytes: &[u8]) -> Option<u32> {
+        self.vocab.rank(bytes)
+    }
+
+    /// Tokens of a piece longer than a packed key, or not cached.
+    fn merge_count(&self, piece: &[u8]) -> usize {
+        if self.rank(piece).is_some() {
+            1
+        } else {
+            bpe::split(piece, |b| self.rank(b)).len()
+        }
+    }
+
+    #[inline(always)]
+    fn count_piece_with(&self, cache: &mut FxHashMap<u128, u32>, piece: &[u8]) -> usize {
+        if piece.len() > SHORT {
+            return self.merge_count(piece);
+        }
+        let key = pack(piece);
+        if self.vocab.rank_packed(key).is_some() {
+            return 1;
+        }
+        if let Some(&n) = cache.get(&key) {
+            return n as usize;
+        }
+        let n = bpe::split(piece, |b| self.rank(b)).len();
+        if cache.len() >= CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, n as u32);
+        n
+    }
+
+    fn with_cache<R>(&self, f: impl FnOnce(&mut FxHashMap<u128, u32>) -> R) -> R {
+        PIECES.with(|slots| f(&mut slots[self.slot].borrow_mut()))
+    }
+
+    pub fn count_piece(&self, piece: &str) -> usize {
+        self.with_cache(|cache| self.count_piece_with(cache, piece.as_bytes()))
+    }
+
+    pub fn count(&self, text: &str) -> usize {
+        self.with_cache(|cache| self.pieces(text).map(|p| self.count_piece_with(cache, p.as_bytes())).sum())
+    }
+
+    /// The count of `text` if it is at most `limit`, else `None`, having read only as far
+    /// as the piece that passed the limit.
+    pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        self.with_cache(|cache| {
+            let mut n = 0;
+            for p in self.pieces(text) {
+                n += self.count_piece_with(cache, p.as_bytes());
+                if n > limit {
+                    return None;
+                }
+            }
+            Some(n)
+        })
+    }
+
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        for piece in self.pieces(text) {
+            let b = piece.as_bytes();
+            match self.rank(b) {
+                Some(r) => out.push(r),
+                None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
+            }
+        }
+        out
+    }
+}
