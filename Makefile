@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench services lint lint-rust lint-python clean
+.PHONY: demo test test-rust test-python dev release bench bench-counting services lint lint-rust lint-python clean
 
 ## demo: build into .venv and run `windowfit demo` on the embedded sample session
 demo: dev
@@ -63,6 +63,10 @@ services:
 ## bench: release build, then the pytest-benchmark suites side by side with the peers
 bench: release services
 	$(PY) -m pytest -q -p no:cacheprovider benches --benchmark-only --benchmark-columns=min,median,mean,rounds
+
+## bench-counting: release build, then the counting engine against tiktoken, quicktok-v1, toktok-rs and gigatoken
+bench-counting: release
+	$(PY) benches/report_engine.py
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis

@@ -24,7 +24,18 @@ SCALARS = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 
 # Contexts that reach each alternative of both patterns: after a letter, a space, a
 # digit, an apostrophe, a mark; before a line break; doubled; as a contraction's letter.
-CONTEXTS = ["{c}", "a{c}b", " {c}x", "{c}{c} ", "1{c}2", "'{c}", "x'{c}", "\u0301{c}", "{c}\n", "A{c}a"]
+CONTEXTS = [
+    "{c}",
+    "a{c}b",
+    " {c}x",
+    "{c}{c} ",
+    "1{c}2",
+    "'{c}",
+    "x'{c}",
+    "\u0301{c}",
+    "{c}\n",
+    "A{c}a",
+]
 
 
 @pytest.fixture(scope="module", params=sorted(REFERENCES))
@@ -51,7 +62,9 @@ def test_every_scalar_in_context(pair: tuple[wf.Encoding, Any], context: str) ->
         ours, theirs = enc.encode(text), ref.encode_ordinary(text)
         if ours != theirs:
             singles = [context.format(c=c) for c in chunk]
-            pytest.fail(f"scalars from U+{ord(chunk[0]):04X}: {_first_difference(enc, ref, singles)}")
+            pytest.fail(
+                f"scalars from U+{ord(chunk[0]):04X}: {_first_difference(enc, ref, singles)}"
+            )
         assert enc.count(text) == len(theirs)
 
 
@@ -68,7 +81,8 @@ PATHOLOGICAL = {
     "apostrophes": "'s'S'll'LL'\u017f" * 30_000,
     "marks": "\u0301" * 100_000,
     "emoji": "\U0001f642" * 100_000,
-    "mixed scripts": "Hello \u4e16\u754c \u043f\u0440\u0438\u0432\u0435\u0442 \u0645\u0631\u062d\u0628\u0627 12 " * 10_000,
+    "mixed scripts": "Hello \u4e16\u754c \u043f\u0440\u0438\u0432\u0435\u0442 \u0645\u0631\u062d\u0628\u0627 12 "
+    * 10_000,
     "letters and marks": "e\u0301E\u0301\u01c5a\u02b0" * 50_000,
 }
 

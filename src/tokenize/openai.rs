@@ -10,8 +10,10 @@ use super::engine::{Engine, Pattern, Vocab};
 use super::Backend;
 use crate::error::{Error, Result};
 
-static CL100K: LazyLock<Vocab> = LazyLock::new(|| Vocab::unpack(include_bytes!("data/cl100k_base.bin.z")));
-static O200K: LazyLock<Vocab> = LazyLock::new(|| Vocab::unpack(include_bytes!("data/o200k_base.bin.z")));
+static CL100K: LazyLock<Vocab> =
+    LazyLock::new(|| Vocab::unpack(include_bytes!("data/cl100k_base.bin.z")));
+static O200K: LazyLock<Vocab> =
+    LazyLock::new(|| Vocab::unpack(include_bytes!("data/o200k_base.bin.z")));
 
 pub struct OpenAiEncoding {
     name: &'static str,
@@ -37,14 +39,27 @@ impl OpenAiEncoding {
     /// The encoding `name`, or `None` if it is not embedded. The vocabulary is expanded on
     /// first use (tens of milliseconds, see benches/RESULTS.md) and shared process-wide.
     pub fn get(name: &str) -> Option<Self> {
-        let (name, pattern, vocab, slot, specials): (_, _, &'static LazyLock<Vocab>, _, &'static [(u32, &str)]) =
-            match name {
-                "cl100k_base" => ("cl100k_base", Pattern::Cl100k, &CL100K, 0, &CL100K_SPECIALS),
-                "o200k_base" => ("o200k_base", Pattern::O200k, &O200K, 1, &O200K_SPECIALS),
-                _ => return None,
-            };
+        let (name, pattern, vocab, slot, specials): (
+            _,
+            _,
+            &'static LazyLock<Vocab>,
+            _,
+            &'static [(u32, &str)],
+        ) = match name {
+            "cl100k_base" => ("cl100k_base", Pattern::Cl100k, &CL100K, 0, &CL100K_SPECIALS),
+            "o200k_base" => ("o200k_base", Pattern::O200k, &O200K, 1, &O200K_SPECIALS),
+            _ => return None,
+        };
         let vocab: &'static Vocab = vocab;
-        Some(Self { name, engine: Engine { pattern, vocab, slot }, specials })
+        Some(Self {
+            name,
+            engine: Engine {
+                pattern,
+                vocab,
+                slot,
+            },
+            specials,
+        })
     }
 }
 
@@ -75,7 +90,11 @@ impl Backend for OpenAiEncoding {
             match self.engine.vocab.bytes(id) {
                 Some(b) => out.extend_from_slice(b),
                 None => {
-                    let special = self.specials.iter().find(|(s, _)| *s == id).ok_or(Error::UnknownToken(id))?;
+                    let special = self
+                        .specials
+                        .iter()
+                        .find(|(s, _)| *s == id)
+                        .ok_or(Error::UnknownToken(id))?;
                     out.extend_from_slice(special.1.as_bytes());
                 }
             }
@@ -115,8 +134,14 @@ mod tests {
         let text = "上下文窗口 fits 128K tokens 🙂\n\tdone";
         let ids = enc.encode(text).unwrap();
         assert_eq!(enc.decode_bytes(&ids).unwrap(), text.as_bytes());
-        assert!(matches!(enc.decode_bytes(&[u32::MAX]), Err(Error::UnknownToken(_))));
-        assert_eq!(enc.decode_bytes(&[24912, 199999]).unwrap(), b"hello<|endoftext|>");
+        assert!(matches!(
+            enc.decode_bytes(&[u32::MAX]),
+            Err(Error::UnknownToken(_))
+        ));
+        assert_eq!(
+            enc.decode_bytes(&[24912, 199999]).unwrap(),
+            b"hello<|endoftext|>"
+        );
     }
 
     #[test]

@@ -117,9 +117,20 @@ mod tests {
     fn both_merges_equal_tiktoken_rs() {
         // A vocabulary with overlapping merges, so merge order matters.
         let mut ranks: FxHashMap<Vec<u8>, u32> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
-        for (i, t) in [&b"ab"[..], b"bc", b"abc", b"ca", b"cab", b"aa", b"aaa", b"bcab", b"  ", b"    "]
-            .iter()
-            .enumerate()
+        for (i, t) in [
+            &b"ab"[..],
+            b"bc",
+            b"abc",
+            b"ca",
+            b"cab",
+            b"aa",
+            b"aaa",
+            b"bcab",
+            b"  ",
+            b"    ",
+        ]
+        .iter()
+        .enumerate()
         {
             ranks.insert(t.to_vec(), 256 + i as u32);
         }
@@ -136,7 +147,12 @@ mod tests {
                     })
                     .collect();
                 let expected = tiktoken_rs::byte_pair_split(&piece, &ranks);
-                assert_eq!(split(&piece, rank), expected, "piece {:?}", String::from_utf8_lossy(&piece));
+                assert_eq!(
+                    split(&piece, rank),
+                    expected,
+                    "piece {:?}",
+                    String::from_utf8_lossy(&piece)
+                );
                 assert_eq!(merge_long(&piece, rank), expected);
             }
         }

@@ -37,7 +37,10 @@ fn ranges(property: &str) -> Vec<(u32, u32)> {
         .parse(property)
         .expect("a valid Unicode property");
     match hir.kind() {
-        HirKind::Class(Class::Unicode(class)) => class.iter().map(|r| (r.start() as u32, r.end() as u32)).collect(),
+        HirKind::Class(Class::Unicode(class)) => class
+            .iter()
+            .map(|r| (r.start() as u32, r.end() as u32))
+            .collect(),
         _ => unreachable!("a property parses to a class"),
     }
 }
@@ -127,7 +130,11 @@ mod tests {
         let t = build();
         for c in 0..128u32 {
             let block = t.index[0] as usize;
-            assert_eq!(ASCII[c as usize], t.blocks[block * BLOCK + c as usize], "U+{c:04X}");
+            assert_eq!(
+                ASCII[c as usize],
+                t.blocks[block * BLOCK + c as usize],
+                "U+{c:04X}"
+            );
         }
     }
 

@@ -34,6 +34,36 @@ thread_local! {
     static PIECES: [RefCell<FxHashMap<u128, u32>>; SLOTS] = Default::default();
 }
 
+/// Texts this long are counted in chunks on all cores.
+const PARALLEL_MIN: usize = 1 << 20;
+const PARALLEL_CHUNK: usize = 256 << 10;
+
+/// `text` cut into chunks of about `size` bytes at places no piece of either pattern
+/// crosses: between a line break and an ASCII letter. A line break ends every piece that
+/// holds it (whitespace pieces end at their last break; punctuation takes breaks only up to
+/// the next non-break), and a letter piece's optional prefix is never a break. A text with
+/// no such place stays whole.
+pub fn chunks(text: &str, size: usize) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len() / size + 1);
+    let mut start = 0;
+    while b.len() - start > size {
+        let from = start + size;
+        let cut = b[from..]
+            .windows(2)
+            .position(|w| (w[0] == b'\n' || w[0] == b'\r') && w[1].is_ascii_alphabetic());
+        match cut {
+            Some(k) => {
+                out.push(&text[start..from + k + 1]);
+                start = from + k + 1;
+            }
+            None => break,
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
 /// A vocabulary with its pattern: everything counting and encoding need.
 #[derive(Clone, Copy)]
 pub struct Engine {
@@ -91,7 +121,22 @@ impl Engine {
     }
 
     pub fn count(&self, text: &str) -> usize {
-        self.with_cache(|cache| self.pieces(text).map(|p| self.count_piece_with(cache, p.as_bytes())).sum())
+        if text.len() >= PARALLEL_MIN {
+            use rayon::prelude::*;
+            return chunks(text, PARALLEL_CHUNK)
+                .par_iter()
+                .map(|c| self.count_serial(c))
+                .sum();
+        }
+        self.count_serial(text)
+    }
+
+    fn count_serial(&self, text: &str) -> usize {
+        self.with_cache(|cache| {
+            self.pieces(text)
+                .map(|p| self.count_piece_with(cache, p.as_bytes()))
+                .sum()
+        })
     }
 
     /// The count of `text` if it is at most `limit`, else `None`, having read only as far
@@ -115,9 +160,36 @@ impl Engine {
             let b = piece.as_bytes();
             match self.rank(b) {
                 Some(r) => out.push(r),
-                None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
+                None => out.extend(
+                    bpe::split(b, |x| self.rank(x))
+                        .into_iter()
+                        .filter_map(|part| self.rank(part)),
+                ),
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::{Backend, OpenAiEncoding};
+
+    #[test]
+    fn chunked_count_equals_serial_count() {
+        let unit = "fn main() {\n    let x = 42; // the answer\n}\nWord after break.\r\nZ  \n\n  \nétat 中文\n'quoted'\n";
+        let text = unit.repeat((PARALLEL_MIN / unit.len()) * 3);
+        let parts = chunks(&text, PARALLEL_CHUNK);
+        assert!(parts.len() > 4);
+        assert_eq!(parts.concat(), text);
+        for name in ["cl100k_base", "o200k_base"] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            let serial: usize = enc.pieces(&text).unwrap().map(|p| enc.count_piece(p)).sum();
+            assert_eq!(enc.count(&text), serial, "{name}");
+            assert_eq!(enc.encode(&text).unwrap().len(), serial, "{name}");
+        }
+        // No cut point: one chunk.
+        assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
     }
 }

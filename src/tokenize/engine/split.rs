@@ -30,10 +30,16 @@ fn char_at(b: &[u8], i: usize) -> (u32, usize) {
     } else if b0 < 0xE0 {
         (((b0 & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
     } else if b0 < 0xF0 {
-        (((b0 & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F), 3)
+        (
+            ((b0 & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F),
+            3,
+        )
     } else {
         (
-            ((b0 & 0x07) << 18) | ((b[i + 1] as u32 & 0x3F) << 12) | ((b[i + 2] as u32 & 0x3F) << 6) | (b[i + 3] as u32 & 0x3F),
+            ((b0 & 0x07) << 18)
+                | ((b[i + 1] as u32 & 0x3F) << 12)
+                | ((b[i + 2] as u32 & 0x3F) << 6)
+                | (b[i + 3] as u32 & 0x3F),
             4,
         )
     }
@@ -51,7 +57,12 @@ pub struct Splitter<'t> {
 
 impl<'t> Splitter<'t> {
     pub fn new(text: &'t str, pattern: Pattern) -> Self {
-        Self { text, pos: 0, pattern, classes: Classes::get() }
+        Self {
+            text,
+            pos: 0,
+            pattern,
+            classes: Classes::get(),
+        }
     }
 
     /// Class of the scalar at `i` (0 past the end) and its byte length.
@@ -145,7 +156,10 @@ impl<'t> Splitter<'t> {
             return j;
         }
         // `\s+(?!\S)`: the run less its last scalar, when that leaves something.
-        let last = self.text[i..j].chars().next_back().map_or(1, char::len_utf8);
+        let last = self.text[i..j]
+            .chars()
+            .next_back()
+            .map_or(1, char::len_utf8);
         if j - last > i {
             j - last
         } else {
@@ -247,7 +261,9 @@ impl<'t> Splitter<'t> {
             }
         };
         if cls & NUMBER == 0 {
-            if let Some(end) = word(&|p| self.upper_lower(p)).or_else(|| word(&|p| self.upper_then_lower(p))) {
+            if let Some(end) =
+                word(&|p| self.upper_lower(p)).or_else(|| word(&|p| self.upper_then_lower(p)))
+            {
                 return end + self.contraction(end, b"stmd");
             }
         }
@@ -292,15 +308,23 @@ mod tests {
     );
 
     static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
-        [fancy_regex::Regex::new(CL100K).unwrap(), fancy_regex::Regex::new(O200K).unwrap()]
+        [
+            fancy_regex::Regex::new(CL100K).unwrap(),
+            fancy_regex::Regex::new(O200K).unwrap(),
+        ]
     });
 
     fn by_regex(re: &fancy_regex::Regex, text: &str) -> Vec<String> {
-        re.find_iter(text).map(|m| m.unwrap().as_str().to_string()).collect()
+        re.find_iter(text)
+            .map(|m| m.unwrap().as_str().to_string())
+            .collect()
     }
 
     fn check(text: &str) {
-        for (pattern, regex) in [(Pattern::Cl100k, &REGEXES[0]), (Pattern::O200k, &REGEXES[1])] {
+        for (pattern, regex) in [
+            (Pattern::Cl100k, &REGEXES[0]),
+            (Pattern::O200k, &REGEXES[1]),
+        ] {
             let ours: Vec<&str> = Splitter::new(text, pattern).collect();
             assert_eq!(ours, by_regex(regex, text), "{pattern:?} on {text:?}");
         }
@@ -331,9 +355,10 @@ mod tests {
 
     #[test]
     fn random_texts_from_a_tricky_alphabet() {
-        let alphabet: Vec<char> = " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é"
-            .chars()
-            .collect();
+        let alphabet: Vec<char> =
+            " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é"
+                .chars()
+                .collect();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for len in 1..40 {
             for _ in 0..300 {

@@ -32,7 +32,8 @@ impl Vocab {
     /// Expand `packed` (deflated, see the module doc). Panics on corrupt data: it is
     /// embedded at build time and checked by the tests, never read from outside.
     pub fn unpack(packed: &[u8]) -> Self {
-        let raw = miniz_oxide::inflate::decompress_to_vec_zlib(packed).expect("embedded vocabulary inflates");
+        let raw = miniz_oxide::inflate::decompress_to_vec_zlib(packed)
+            .expect("embedded vocabulary inflates");
         let raw: &'static [u8] = Box::leak(raw.into_boxed_slice());
         let mut tokens = Vec::with_capacity(raw.len() / 7);
         let mut i = 0;
@@ -50,7 +51,11 @@ impl Vocab {
                 long.insert(t, rank as u32);
             }
         }
-        Self { tokens, short, long }
+        Self {
+            tokens,
+            short,
+            long,
+        }
     }
 
     pub fn len(&self) -> usize {
