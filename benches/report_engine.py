@@ -256,6 +256,29 @@ def truncation_table(sizes_mb: list[int], runs: int, limit: int = 2_000) -> str:
     return "\n".join(out)
 
 
+FIRST_USE = r"""
+import sys, time
+import windowfit as wf
+t = time.perf_counter()
+wf.Counter(encoding=sys.argv[1], cache_entries=0).count("x")
+print(time.perf_counter() - t)
+"""
+
+
+def first_use_table(runs: int) -> str:
+    """Time from nothing loaded to the first count, each in a fresh process (best of runs)."""
+    import subprocess
+
+    out = ["| encoding | first count in a fresh process |", "|---|---:|"]
+    for name in ENCODINGS:
+        times = [
+            float(subprocess.check_output([sys.executable, "-c", FIRST_USE, name], text=True))
+            for _ in range(runs)
+        ]
+        out.append(f"| {name} | {min(times) * 1e3:,.1f} ms |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -266,6 +289,7 @@ def main() -> None:
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}; batch calls use every core.\n"
     )
+    print(first_use_table(args.runs))
     if not args.skip_counting:
         print(counting_tables(args.runs))
     if args.truncate_mb:
