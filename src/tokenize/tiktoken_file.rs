@@ -9,6 +9,7 @@ use fancy_regex::Regex;
 use rustc_hash::FxHashMap;
 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
+use super::engine::{Pattern, Splitter};
 use super::Backend;
 use crate::error::{Error, Result};
 
@@ -17,6 +18,8 @@ pub struct TiktokenFile {
     encoder: FxHashMap<Vec<u8>, u32>,
     decoder: FxHashMap<u32, Vec<u8>>,
     regex: Regex,
+    /// The hand-written splitter, when `regex` is a pattern it reproduces.
+    fast: Option<Pattern>,
     nfc: bool,
 }
 
@@ -74,7 +77,8 @@ impl TiktokenFile {
             decoder.insert(*id, text.as_bytes().to_vec());
         }
         let regex = Regex::new(pattern).map_err(|e| Error::Pattern(e.to_string()))?;
-        Ok(Self { name: name.to_string(), encoder, decoder, regex, nfc })
+        let fast = Pattern::recognize(pattern);
+        Ok(Self { name: name.to_string(), encoder, decoder, regex, fast, nfc })
     }
 
     fn normalized<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -88,6 +92,10 @@ impl TiktokenFile {
     /// Visit each piece of `text`'s split. A regex failure (fancy-regex's backtrack limit on
     /// pathological input) falls back to treating the rest as one piece rather than panicking.
     fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
+        if let Some(pattern) = self.fast {
+            Splitter::new(text, pattern).for_each(f);
+            return;
+        }
         let mut last = 0;
         for m in self.regex.find_iter(text) {
             match m {

@@ -19,6 +19,29 @@ use super::classes::{Classes, CASELESS, LETTER, LOWER, NUMBER, SPACE, UPPER};
 pub enum Pattern {
     Cl100k,
     O200k,
+    /// Qwen's classic pattern: cl100k's with one digit per number and no `\s++$`.
+    Qwen,
+}
+
+pub const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+pub const O200K: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+);
+pub const QWEN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+impl Pattern {
+    /// The hand-written splitter equal to the regex `pattern`, if there is one.
+    pub fn recognize(pattern: &str) -> Option<Pattern> {
+        match pattern {
+            CL100K => Some(Pattern::Cl100k),
+            O200K => Some(Pattern::O200k),
+            QWEN => Some(Pattern::Qwen),
+            _ => None,
+        }
+    }
 }
 
 /// Decode the scalar starting at byte `i` of valid UTF-8: (code point, byte length).
@@ -167,7 +190,8 @@ impl<'t> Splitter<'t> {
         }
     }
 
-    fn next_cl100k(&self, i: usize) -> usize {
+    /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`).
+    fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
         let (cls, c, n) = self.class_at(i);
         if c == u32::from(b'\'') {
             let k = self.contraction(i, b"sdmt");
@@ -185,12 +209,12 @@ impl<'t> Splitter<'t> {
             }
         }
         if cls & NUMBER != 0 {
-            return self.digits(i + n);
+            return if qwen { i + n } else { self.digits(i + n) };
         }
         if let Some(j) = self.punctuation(i, cls, c, n) {
             return self.byte_run(j, b"\r\n");
         }
-        self.spaces(i, true)
+        self.spaces(i, !qwen)
     }
 
     /// `\p{N}{1,3}` after the first number.
@@ -287,7 +311,8 @@ impl<'t> Iterator for Splitter<'t> {
             return None;
         }
         let end = match self.pattern {
-            Pattern::Cl100k => self.next_cl100k(i),
+            Pattern::Cl100k => self.next_cl100k(i, false),
+            Pattern::Qwen => self.next_cl100k(i, true),
             Pattern::O200k => self.next_o200k(i),
         };
         debug_assert!(end > i && self.text.is_char_boundary(end));
@@ -299,13 +324,6 @@ impl<'t> Iterator for Splitter<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
-    const O200K: &str = concat!(
-        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
-        r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-    );
 
     static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
         [
