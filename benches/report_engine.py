@@ -28,26 +28,18 @@ import platform
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import windowfit as wf
 from _corpus import tiktoken_cl100k, tiktoken_o200k
+from report_counting import best
 
 ENCODINGS = ("cl100k_base", "o200k_base")
-
-
-def best(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    t, out = float("inf"), None
-    for _ in range(runs):
-        s = time.perf_counter()
-        out = fn()
-        t = min(t, time.perf_counter() - s)
-    return t, out
 
 
 # --------------------------------------------------------------------------- corpora
