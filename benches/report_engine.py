@@ -109,7 +109,10 @@ def contenders(name: str, ref: Any, folder: Path) -> dict[str, dict[str, Callabl
         import quicktok
 
         qt = quicktok.get_encoding(name)
-        out["quicktok-v1"] = {"single": qt.count, "batch": lambda ts: qt.count_batch(ts)}
+        out["quicktok-v1"] = {
+            "single": qt.count,
+            "batch": lambda ts: [int(n) for n in quicktok.count_batch(qt, ts)],
+        }
     except Exception as e:  # a missing peer is reported, not fatal
         print(f"quicktok-v1 unavailable: {e}", file=sys.stderr)
     try:

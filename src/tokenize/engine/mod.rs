@@ -23,15 +23,27 @@ pub use split::{Pattern, Splitter};
 pub use vocab::Vocab;
 use vocab::{pack, SHORT};
 
-/// Cached short pieces per thread and vocabulary, before the cache is emptied: a few MB,
-/// and far more distinct multi-token pieces than a working set of agent text holds.
+/// Cached short pieces per thread and vocabulary before that cache is emptied (a quarter of
+/// this for longer pieces): a few MB, and far more distinct multi-token pieces than a
+/// working set of agent text holds.
 const CACHE_ENTRIES: usize = 1 << 17;
 
 /// Vocabularies the per-thread caches are kept apart for (one slot each).
 pub const SLOTS: usize = 2;
 
+/// Longer pieces (indentation, rules of `=`, long words) are cached by their bytes up to
+/// this length; past it a piece is rare enough, and its merge long enough, not to bother.
+const LONG_CACHED: usize = 256;
+
+/// One thread's caches for one vocabulary: short pieces packed inline, longer ones by bytes.
+#[derive(Default)]
+struct PieceCache {
+    short: FxHashMap<u128, u32>,
+    long: FxHashMap<Box<[u8]>, u32>,
+}
+
 thread_local! {
-    static PIECES: [RefCell<FxHashMap<u128, u32>>; SLOTS] = Default::default();
+    static PIECES: [RefCell<PieceCache>; SLOTS] = Default::default();
 }
 
 /// Texts this long are counted in chunks on all cores.
@@ -83,36 +95,46 @@ impl Engine {
         self.vocab.rank(bytes)
     }
 
-    /// Tokens of a piece longer than a packed key, or not cached.
-    fn merge_count(&self, piece: &[u8]) -> usize {
+    /// Tokens of a piece longer than a packed key.
+    fn count_long(&self, cache: &mut PieceCache, piece: &[u8]) -> usize {
         if self.rank(piece).is_some() {
-            1
-        } else {
-            bpe::split(piece, |b| self.rank(b)).len()
+            return 1;
         }
+        if piece.len() > LONG_CACHED {
+            return bpe::split(piece, |b| self.rank(b)).len();
+        }
+        if let Some(&n) = cache.long.get(piece) {
+            return n as usize;
+        }
+        let n = bpe::split(piece, |b| self.rank(b)).len();
+        if cache.long.len() >= CACHE_ENTRIES / 4 {
+            cache.long.clear();
+        }
+        cache.long.insert(piece.into(), n as u32);
+        n
     }
 
     #[inline(always)]
-    fn count_piece_with(&self, cache: &mut FxHashMap<u128, u32>, piece: &[u8]) -> usize {
+    fn count_piece_with(&self, cache: &mut PieceCache, piece: &[u8]) -> usize {
         if piece.len() > SHORT {
-            return self.merge_count(piece);
+            return self.count_long(cache, piece);
         }
         let key = pack(piece);
         if self.vocab.rank_packed(key).is_some() {
             return 1;
         }
-        if let Some(&n) = cache.get(&key) {
+        if let Some(&n) = cache.short.get(&key) {
             return n as usize;
         }
         let n = bpe::split(piece, |b| self.rank(b)).len();
-        if cache.len() >= CACHE_ENTRIES {
-            cache.clear();
+        if cache.short.len() >= CACHE_ENTRIES {
+            cache.short.clear();
         }
-        cache.insert(key, n as u32);
+        cache.short.insert(key, n as u32);
         n
     }
 
-    fn with_cache<R>(&self, f: impl FnOnce(&mut FxHashMap<u128, u32>) -> R) -> R {
+    fn with_cache<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
         PIECES.with(|slots| f(&mut slots[self.slot].borrow_mut()))
     }
 
