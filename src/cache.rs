@@ -73,13 +73,7 @@ impl CountCache {
     pub fn new(entries: usize) -> Self {
         Self {
             map: (entries > 0).then(|| {
-                Cache::with(
-                    entries,
-                    entries as u64,
-                    UnitWeighter,
-                    KeyIsHash,
-                    DefaultLifecycle::default(),
-                )
+                Cache::with(entries, entries as u64, UnitWeighter, KeyIsHash, DefaultLifecycle::default())
             }),
             capacity: entries,
             hits: AtomicU64::new(0),
@@ -116,11 +110,7 @@ impl CountCache {
     #[inline]
     pub fn get(&self, key: u128) -> Option<usize> {
         let found = self.map.as_ref().and_then(|m| m.get(&key));
-        let stat = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
+        let stat = if found.is_some() { &self.hits } else { &self.misses };
         stat.fetch_add(1, Ordering::Relaxed);
         found.map(|n| n as usize)
     }
@@ -167,20 +157,8 @@ mod tests {
     fn caches_and_counts_hits() {
         let cache = CountCache::new(100);
         let mut calls = 0;
-        assert_eq!(
-            cache.get_or_insert_with(text_key("a"), || {
-                calls += 1;
-                7
-            }),
-            7
-        );
-        assert_eq!(
-            cache.get_or_insert_with(text_key("a"), || {
-                calls += 1;
-                99
-            }),
-            7
-        );
+        assert_eq!(cache.get_or_insert_with(text_key("a"), || { calls += 1; 7 }), 7);
+        assert_eq!(cache.get_or_insert_with(text_key("a"), || { calls += 1; 99 }), 7);
         assert_eq!(calls, 1);
         let info = cache.info();
         assert_eq!((info.hits, info.misses, info.size), (1, 1, 1));
@@ -212,11 +190,7 @@ mod tests {
                 let cache = Arc::clone(&cache);
                 std::thread::spawn(move || {
                     for i in 0..5000u128 {
-                        assert_eq!(
-                            cache.get_or_insert_with(i, || (i * 3) as usize),
-                            (i * 3) as usize,
-                            "thread {t}"
-                        );
+                        assert_eq!(cache.get_or_insert_with(i, || (i * 3) as usize), (i * 3) as usize, "thread {t}");
                     }
                 })
             })

@@ -27,12 +27,7 @@ pub struct MessageFormat {
 
 impl Default for MessageFormat {
     fn default() -> Self {
-        Self {
-            tokens_per_message: 3,
-            tokens_per_name: 1,
-            tokens_per_tool_call: 3,
-            reply_priming: 3,
-        }
+        Self { tokens_per_message: 3, tokens_per_name: 1, tokens_per_tool_call: 3, reply_priming: 3 }
     }
 }
 
@@ -80,11 +75,7 @@ pub fn image_tokens(detail: ImageDetail, width: Option<u32>, height: Option<u32>
 #[derive(Clone, Debug)]
 pub enum Part<S> {
     Text(S),
-    Image {
-        detail: ImageDetail,
-        width: Option<u32>,
-        height: Option<u32>,
-    },
+    Image { detail: ImageDetail, width: Option<u32>, height: Option<u32> },
     /// Audio, files: a documented constant.
     Opaque,
 }
@@ -113,22 +104,8 @@ pub struct Message<S> {
 impl<S: AsRef<str>> Message<S> {
     /// Bytes of text in the message (to decide whether counting it is worth a thread).
     fn text_len(&self) -> usize {
-        let parts: usize = self
-            .parts
-            .iter()
-            .map(|p| {
-                if let Part::Text(t) = p {
-                    t.as_ref().len()
-                } else {
-                    0
-                }
-            })
-            .sum();
-        let calls: usize = self
-            .tool_calls
-            .iter()
-            .map(|c| c.arguments.as_ref().len())
-            .sum();
+        let parts: usize = self.parts.iter().map(|p| if let Part::Text(t) = p { t.as_ref().len() } else { 0 }).sum();
+        let calls: usize = self.tool_calls.iter().map(|c| c.arguments.as_ref().len()).sum();
         parts + calls
     }
 
@@ -150,11 +127,7 @@ impl<S: AsRef<str>> Message<S> {
         for part in &self.parts {
             match part {
                 Part::Text(t) => k.text(t.as_ref()),
-                Part::Image {
-                    detail,
-                    width,
-                    height,
-                } => k.image(*detail, *width, *height),
+                Part::Image { detail, width, height } => k.image(*detail, *width, *height),
                 Part::Opaque => k.opaque(),
             }
         }
@@ -187,9 +160,7 @@ pub fn text_hash(s: &str) -> u128 {
 
 impl KeyBuilder {
     pub fn new(format: &MessageFormat) -> Self {
-        let mut k = Self {
-            buf: Vec::with_capacity(256),
-        };
+        let mut k = Self { buf: Vec::with_capacity(256) };
         k.reset(format);
         k
     }
@@ -197,19 +168,15 @@ impl KeyBuilder {
     /// Start a new key, reusing the buffer (no allocation per message on warm paths).
     pub fn reset(&mut self, format: &MessageFormat) {
         self.buf.clear();
-        self.buf
-            .extend_from_slice(&format.tokens_per_message.to_le_bytes());
-        self.buf
-            .extend_from_slice(&format.tokens_per_name.to_le_bytes());
-        self.buf
-            .extend_from_slice(&format.tokens_per_tool_call.to_le_bytes());
+        self.buf.extend_from_slice(&format.tokens_per_message.to_le_bytes());
+        self.buf.extend_from_slice(&format.tokens_per_name.to_le_bytes());
+        self.buf.extend_from_slice(&format.tokens_per_tool_call.to_le_bytes());
     }
 
     #[inline]
     fn field(&mut self, tag: u8, s: &str) {
         self.buf.push(tag);
-        self.buf
-            .extend_from_slice(&xxh3_128(s.as_bytes()).to_le_bytes());
+        self.buf.extend_from_slice(&xxh3_128(s.as_bytes()).to_le_bytes());
     }
 
     pub fn role(&mut self, s: &str) {
@@ -228,10 +195,8 @@ impl KeyBuilder {
     }
     pub fn image(&mut self, detail: ImageDetail, width: Option<u32>, height: Option<u32>) {
         self.buf.extend_from_slice(&[b'i', detail as u8]);
-        self.buf
-            .extend_from_slice(&width.unwrap_or(u32::MAX).to_le_bytes());
-        self.buf
-            .extend_from_slice(&height.unwrap_or(u32::MAX).to_le_bytes());
+        self.buf.extend_from_slice(&width.unwrap_or(u32::MAX).to_le_bytes());
+        self.buf.extend_from_slice(&height.unwrap_or(u32::MAX).to_le_bytes());
     }
     pub fn opaque(&mut self) {
         self.buf.push(b'o')
@@ -262,12 +227,7 @@ const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 
 impl Counter {
     pub fn new(backend: Arc<dyn Backend>, cache: Arc<CountCache>, format: MessageFormat) -> Self {
-        Self {
-            backend,
-            cache,
-            format,
-            calibration: AtomicU64::new(1.0f64.to_bits()),
-        }
+        Self { backend, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
@@ -296,13 +256,9 @@ impl Counter {
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
         let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
         let raw: Vec<usize> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            msgs.par_iter()
-                .map(|(_, m)| self.compute_message(m, &[]))
-                .collect()
+            msgs.par_iter().map(|(_, m)| self.compute_message(m, &[])).collect()
         } else {
-            msgs.iter()
-                .map(|(_, m)| self.compute_message(m, &[]))
-                .collect()
+            msgs.iter().map(|(_, m)| self.compute_message(m, &[])).collect()
         };
         for ((key, _), n) in msgs.iter().zip(&raw) {
             self.cache.insert(*key, *n);
@@ -326,14 +282,12 @@ impl Counter {
             return;
         }
         let ratio = actual as f64 / estimated as f64;
-        let _ = self
-            .calibration
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                let old = f64::from_bits(bits);
-                // The stored factor already scaled `estimated`; learn the unscaled ratio.
-                let new = (0.7 * old + 0.3 * ratio * old).clamp(0.25, 4.0);
-                Some(new.to_bits())
-            });
+        let _ = self.calibration.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            let old = f64::from_bits(bits);
+            // The stored factor already scaled `estimated`; learn the unscaled ratio.
+            let new = (0.7 * old + 0.3 * ratio * old).clamp(0.25, 4.0);
+            Some(new.to_bits())
+        });
     }
 
     pub fn set_calibration(&self, factor: f64) {
@@ -360,8 +314,7 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
-        self.cache
-            .get_or_insert_with(text_key(text), || self.backend.count(text))
+        self.cache.get_or_insert_with(text_key(text), || self.backend.count(text))
     }
 
     /// Tokens of `text`, cached by content.
@@ -398,16 +351,8 @@ impl Counter {
     }
 
     /// Tokens of `m` with the tool calls whose ids are in `skip_calls` removed.
-    pub fn count_message_without<S: AsRef<str>>(
-        &self,
-        m: &Message<S>,
-        skip_calls: &[&str],
-    ) -> usize {
-        let raw = self
-            .cache
-            .get_or_insert_with(m.key(&self.format, skip_calls), || {
-                self.compute_message(m, skip_calls)
-            });
+    pub fn count_message_without<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
+        let raw = self.cache.get_or_insert_with(m.key(&self.format, skip_calls), || self.compute_message(m, skip_calls));
         self.scaled(raw)
     }
 
@@ -420,22 +365,12 @@ impl Counter {
         for part in &m.parts {
             n += match part {
                 Part::Text(t) => self.raw_count(t.as_ref()),
-                Part::Image {
-                    detail,
-                    width,
-                    height,
-                } => image_tokens(*detail, *width, *height) as usize,
+                Part::Image { detail, width, height } => image_tokens(*detail, *width, *height) as usize,
                 Part::Opaque => OPAQUE_PART_TOKENS as usize,
             };
         }
-        for call in m
-            .tool_calls
-            .iter()
-            .filter(|c| !skip_calls.contains(&c.id.as_ref()))
-        {
-            n += f.tokens_per_tool_call as usize
-                + self.raw_count(call.name.as_ref())
-                + self.raw_count(call.arguments.as_ref());
+        for call in m.tool_calls.iter().filter(|c| !skip_calls.contains(&c.id.as_ref())) {
+            n += f.tokens_per_tool_call as usize + self.raw_count(call.name.as_ref()) + self.raw_count(call.arguments.as_ref());
         }
         for id in &m.result_ids {
             n += self.raw_count(id.as_ref());
@@ -455,8 +390,7 @@ impl Counter {
                 None => misses.push((i, key)),
             }
         }
-        let pending: Vec<(u128, &Message<S>)> =
-            misses.iter().map(|&(i, key)| (key, &msgs[i])).collect();
+        let pending: Vec<(u128, &Message<S>)> = misses.iter().map(|&(i, key)| (key, &msgs[i])).collect();
         for (&(i, _), n) in misses.iter().zip(self.count_missing(&pending)) {
             out[i] = n;
         }
@@ -483,13 +417,7 @@ mod tests {
     }
 
     fn msg(role: &str, text: &str) -> Message<String> {
-        Message {
-            role: role.into(),
-            name: None,
-            parts: vec![Part::Text(text.into())],
-            tool_calls: vec![],
-            result_ids: vec![],
-        }
+        Message { role: role.into(), name: None, parts: vec![Part::Text(text.into())], tool_calls: vec![], result_ids: vec![] }
     }
 
     #[test]
@@ -501,14 +429,8 @@ mod tests {
         assert_eq!(c.count_message(&m), 3 + 1 + 2);
         let mut named = msg("system", "hi");
         named.name = Some("example_user".into());
-        assert_eq!(
-            c.count_message(&named),
-            3 + 1 + 1 + c.count("example_user") + 1
-        );
-        assert_eq!(
-            c.count_messages(&[m.clone(), named.clone()]),
-            c.count_message(&m) + c.count_message(&named) + 3
-        );
+        assert_eq!(c.count_message(&named), 3 + 1 + 1 + c.count("example_user") + 1);
+        assert_eq!(c.count_messages(&[m.clone(), named.clone()]), c.count_message(&m) + c.count_message(&named) + 3);
     }
 
     #[test]
@@ -519,16 +441,8 @@ mod tests {
             name: None,
             parts: vec![],
             tool_calls: vec![
-                ToolCall {
-                    id: "a".into(),
-                    name: "search".into(),
-                    arguments: "{\"q\":\"x\"}".into(),
-                },
-                ToolCall {
-                    id: "b".into(),
-                    name: "read".into(),
-                    arguments: "{}".into(),
-                },
+                ToolCall { id: "a".into(), name: "search".into(), arguments: "{\"q\":\"x\"}".into() },
+                ToolCall { id: "b".into(), name: "read".into(), arguments: "{}".into() },
             ],
             result_ids: vec![],
         };
@@ -543,22 +457,14 @@ mod tests {
         assert_eq!(image_tokens(ImageDetail::Low, Some(4096), Some(4096)), 85);
         // OpenAI's documented examples: 1024x1024 high -> 765; 2048x4096 high -> 1105.
         assert_eq!(image_tokens(ImageDetail::High, Some(1024), Some(1024)), 765);
-        assert_eq!(
-            image_tokens(ImageDetail::High, Some(2048), Some(4096)),
-            1105
-        );
-        assert_eq!(
-            image_tokens(ImageDetail::Auto, None, None),
-            IMAGE_UNKNOWN_SIZE_TOKENS
-        );
+        assert_eq!(image_tokens(ImageDetail::High, Some(2048), Some(4096)), 1105);
+        assert_eq!(image_tokens(ImageDetail::Auto, None, None), IMAGE_UNKNOWN_SIZE_TOKENS);
     }
 
     #[test]
     fn cache_never_changes_results_and_batches_match() {
         let c = counter();
-        let texts: Vec<String> = (0..2000)
-            .map(|i| format!("message {i}: {}", "数据 data ".repeat(i % 50)))
-            .collect();
+        let texts: Vec<String> = (0..2000).map(|i| format!("message {i}: {}", "数据 data ".repeat(i % 50))).collect();
         let single: Vec<usize> = texts.iter().map(|t| c.backend().count(t)).collect();
         assert_eq!(c.count_many(&texts), single);
         assert_eq!(c.count_many(&texts), single); // warm
@@ -567,11 +473,7 @@ mod tests {
 
     #[test]
     fn calibration_scales_estimates_only() {
-        let est = Counter::new(
-            Arc::new(Heuristic),
-            Arc::new(CountCache::new(100)),
-            MessageFormat::default(),
-        );
+        let est = Counter::new(Arc::new(Heuristic), Arc::new(CountCache::new(100)), MessageFormat::default());
         let base = est.count("hello world and more words here");
         // The provider keeps reporting 1.5x what the raw estimate says; each observation
         // passes the counter's current (scaled) estimate, as a caller would.
@@ -579,11 +481,7 @@ mod tests {
             let estimated = est.count("hello world and more words here") as u64 * 100;
             est.calibrate(estimated, base as u64 * 150);
         }
-        assert!(
-            (est.calibration() - 1.5).abs() < 0.3,
-            "{}",
-            est.calibration()
-        );
+        assert!((est.calibration() - 1.5).abs() < 0.3, "{}", est.calibration());
         assert!(est.count("hello world and more words here") > base);
         let exact = counter();
         exact.calibrate(100, 150);

@@ -21,11 +21,7 @@ pub enum Error {
     Value(String),
     /// A message in a history is malformed: index and field are named.
     #[error("message {index}: {field}: {reason}")]
-    Message {
-        index: usize,
-        field: String,
-        reason: String,
-    },
+    Message { index: usize, field: String, reason: String },
     /// The pins of a window alone exceed the budget.
     #[error("{0}")]
     Budget(String),

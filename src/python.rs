@@ -11,9 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use pyo3::create_exception;
-use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -25,46 +23,17 @@ use crate::fit::{self, FitOptions, FitPlan, MessageInfo, Role, Unanswered};
 use crate::tokenize::{Backend, Heuristic, HfTokenizer, OpenAiEncoding, TiktokenFile};
 use crate::truncate::{self, Direction, Limits, TruncateOptions};
 
-create_exception!(
-    _core,
-    BudgetError,
-    PyValueError,
-    "The pinned messages alone exceed the token budget."
-);
-create_exception!(
-    _core,
-    InvalidMessageError,
-    PyValueError,
-    "A message has a bad value; the message names its index and field."
-);
-create_exception!(
-    _core,
-    MessageTypeError,
-    PyTypeError,
-    "A message or one of its fields has the wrong type; the message names its index and field."
-);
-create_exception!(
-    _core,
-    VocabularyError,
-    PyValueError,
-    "A vocabulary or tokenizer file is corrupt or unsupported."
-);
-create_exception!(
-    _core,
-    UnknownEncodingError,
-    PyKeyError,
-    "No embedded encoding has this name."
-);
+create_exception!(_core, BudgetError, PyValueError, "The pinned messages alone exceed the token budget.");
+create_exception!(_core, InvalidMessageError, PyValueError, "A message has a bad value; the message names its index and field.");
+create_exception!(_core, MessageTypeError, PyTypeError, "A message or one of its fields has the wrong type; the message names its index and field.");
+create_exception!(_core, VocabularyError, PyValueError, "A vocabulary or tokenizer file is corrupt or unsupported.");
+create_exception!(_core, UnknownEncodingError, PyKeyError, "No embedded encoding has this name.");
 
 fn to_py_err(e: Error) -> PyErr {
     match e {
-        Error::Vocabulary {
-            ref path,
-            ref reason,
-        } if !path.exists() => PyFileNotFoundError::new_err(format!(
-            "tokenizer file not found: {} ({reason})",
-            path.display()
-        )),
+        Error::Vocabulary { ref path, ref reason } if !path.exists() => {
+            PyFileNotFoundError::new_err(format!("tokenizer file not found: {} ({reason})", path.display()))
+        }
         Error::Vocabulary { .. } | Error::Pattern(_) => VocabularyError::new_err(e.to_string()),
         Error::Message { .. } => InvalidMessageError::new_err(e.to_string()),
         Error::Budget(_) => BudgetError::new_err(e.to_string()),
@@ -83,9 +52,7 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(PyRuntimeError::new_err(format!(
-                "windowfit internal error in {what}: {msg}"
-            )))
+            Err(PyRuntimeError::new_err(format!("windowfit internal error in {what}: {msg}")))
         }
     }
 }
@@ -148,27 +115,19 @@ fn id_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
 fn extract_text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Text> {
     match obj.cast::<PyString>() {
         Ok(s) => Ok(text_from_str(s)),
-        Err(_) => Err(PyTypeError::new_err(format!(
-            "{what} must be str, not {}",
-            type_name(obj)
-        ))),
+        Err(_) => Err(PyTypeError::new_err(format!("{what} must be str, not {}", type_name(obj)))),
     }
 }
 
 fn extract_texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Text>> {
     if obj.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(
-            "texts must be an iterable of str, not a single str",
-        ));
+        return Err(PyTypeError::new_err("texts must be an iterable of str, not a single str"));
     }
     let mut out = Vec::new();
     for (i, item) in obj.try_iter()?.enumerate() {
@@ -204,18 +163,12 @@ fn msg_err(index: usize, field: &str, reason: impl Into<String>) -> PyErr {
 }
 
 fn msg_type_err(index: usize, field: &str, expected: &str, got: &Bound<'_, PyAny>) -> PyErr {
-    MessageTypeError::new_err(format!(
-        "message {index}: {field}: expected {expected}, got {}",
-        type_name(got)
-    ))
+    MessageTypeError::new_err(format!("message {index}: {field}: expected {expected}, got {}", type_name(got)))
 }
 
 /// `d[key]` unless missing or None. Keys are interned Python strings: building a new key
 /// object per lookup dominated the cost of reading large histories.
-fn get_opt<'py>(
-    d: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
+fn get_opt<'py>(d: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(d.get_item(key)?.filter(|v| !v.is_none()))
 }
 
@@ -226,14 +179,7 @@ fn str_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> 
     }
 }
 
-const ROLES: [&str; 6] = [
-    "system",
-    "developer",
-    "user",
-    "assistant",
-    "tool",
-    "function",
-];
+const ROLES: [&str; 6] = ["system", "developer", "user", "assistant", "tool", "function"];
 
 /// JSON text of a Python object, for Anthropic `tool_use.input` dicts.
 fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Text> {
@@ -246,11 +192,7 @@ fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Text> {
 }
 
 /// Every string inside an unknown part, so it is counted rather than silently ignored.
-fn collect_strings(
-    obj: &Bound<'_, PyAny>,
-    out: &mut Vec<Part<Text>>,
-    depth: usize,
-) -> PyResult<()> {
+fn collect_strings(obj: &Bound<'_, PyAny>, out: &mut Vec<Part<Text>>, depth: usize) -> PyResult<()> {
     if depth > 32 {
         return Ok(());
     }
@@ -270,21 +212,10 @@ fn collect_strings(
     Ok(())
 }
 
-fn image_size(
-    index: usize,
-    field: &str,
-    d: &Bound<'_, PyDict>,
-    key: &str,
-) -> PyResult<Option<u32>> {
+fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<u32>> {
     match get_opt(d, &PyString::intern(d.py(), key))? {
         None => Ok(None),
-        Some(v) => v.extract::<u32>().map(Some).map_err(|_| {
-            msg_err(
-                index,
-                &format!("{field}.{key}"),
-                "must be a non-negative int",
-            )
-        }),
+        Some(v) => v.extract::<u32>().map(Some).map_err(|_| msg_err(index, &format!("{field}.{key}"), "must be a non-negative int")),
     }
 }
 
@@ -299,36 +230,24 @@ fn extract_part(
         msg.parts.push(Part::Text(text_from_str(s)));
         return Ok(());
     }
-    let d = part
-        .cast::<PyDict>()
-        .map_err(|_| msg_type_err(index, field, "a dict content part", part))?;
+    let d = part.cast::<PyDict>().map_err(|_| msg_type_err(index, field, "a dict content part", part))?;
     let kind = match get_opt(d, pyo3::intern!(d.py(), "type"))? {
         Some(t) => str_field(index, &format!("{field}.type"), &t)?,
         None => return Err(msg_err(index, &format!("{field}.type"), "missing")),
     };
     match kind.as_ref() {
         "text" | "input_text" | "output_text" => {
-            let t = get_opt(d, pyo3::intern!(d.py(), "text"))?
-                .ok_or_else(|| msg_err(index, &format!("{field}.text"), "missing"))?;
-            msg.parts
-                .push(Part::Text(str_field(index, &format!("{field}.text"), &t)?));
+            let t = get_opt(d, pyo3::intern!(d.py(), "text"))?.ok_or_else(|| msg_err(index, &format!("{field}.text"), "missing"))?;
+            msg.parts.push(Part::Text(str_field(index, &format!("{field}.text"), &t)?));
         }
         "refusal" => {
             if let Some(t) = get_opt(d, pyo3::intern!(d.py(), "refusal"))? {
-                msg.parts.push(Part::Text(str_field(
-                    index,
-                    &format!("{field}.refusal"),
-                    &t,
-                )?));
+                msg.parts.push(Part::Text(str_field(index, &format!("{field}.refusal"), &t)?));
             }
         }
         "thinking" => {
             if let Some(t) = get_opt(d, pyo3::intern!(d.py(), "thinking"))? {
-                msg.parts.push(Part::Text(str_field(
-                    index,
-                    &format!("{field}.thinking"),
-                    &t,
-                )?));
+                msg.parts.push(Part::Text(str_field(index, &format!("{field}.thinking"), &t)?));
             }
         }
         "image_url" | "image" | "input_image" => {
@@ -337,45 +256,25 @@ fn extract_part(
                 None => None,
             };
             let src = inner.as_ref().unwrap_or(d);
-            let detail = match get_opt(src, pyo3::intern!(src.py(), "detail"))?
-                .or(get_opt(d, pyo3::intern!(d.py(), "detail"))?)
-            {
+            let detail = match get_opt(src, pyo3::intern!(src.py(), "detail"))?.or(get_opt(d, pyo3::intern!(d.py(), "detail"))?) {
                 None => ImageDetail::Auto,
                 Some(v) => match v.extract::<&str>() {
                     Ok("low") => ImageDetail::Low,
                     Ok("high") => ImageDetail::High,
                     Ok("auto") => ImageDetail::Auto,
-                    _ => {
-                        return Err(msg_err(
-                            index,
-                            &format!("{field}.detail"),
-                            "must be 'low', 'high' or 'auto'",
-                        ))
-                    }
+                    _ => return Err(msg_err(index, &format!("{field}.detail"), "must be 'low', 'high' or 'auto'")),
                 },
             };
-            let width =
-                image_size(index, field, src, "width")?.or(image_size(index, field, d, "width")?);
-            let height =
-                image_size(index, field, src, "height")?.or(image_size(index, field, d, "height")?);
-            msg.parts.push(Part::Image {
-                detail,
-                width,
-                height,
-            });
+            let width = image_size(index, field, src, "width")?.or(image_size(index, field, d, "width")?);
+            let height = image_size(index, field, src, "height")?.or(image_size(index, field, d, "height")?);
+            msg.parts.push(Part::Image { detail, width, height });
         }
-        "input_audio" | "audio" | "file" | "input_file" | "document" => {
-            msg.parts.push(Part::Opaque)
-        }
+        "input_audio" | "audio" | "file" | "input_file" | "document" => msg.parts.push(Part::Opaque),
         "tool_use" => {
-            let id = get_opt(d, pyo3::intern!(d.py(), "id"))?
-                .ok_or_else(|| msg_err(index, &format!("{field}.id"), "missing"))?;
-            let name = get_opt(d, pyo3::intern!(d.py(), "name"))?
-                .ok_or_else(|| msg_err(index, &format!("{field}.name"), "missing"))?;
+            let id = get_opt(d, pyo3::intern!(d.py(), "id"))?.ok_or_else(|| msg_err(index, &format!("{field}.id"), "missing"))?;
+            let name = get_opt(d, pyo3::intern!(d.py(), "name"))?.ok_or_else(|| msg_err(index, &format!("{field}.name"), "missing"))?;
             let arguments = match get_opt(d, pyo3::intern!(d.py(), "input"))? {
-                Some(v) if v.is_instance_of::<PyString>() => {
-                    str_field(index, &format!("{field}.input"), &v)?
-                }
+                Some(v) if v.is_instance_of::<PyString>() => str_field(index, &format!("{field}.input"), &v)?,
                 Some(v) => json_text(py, &v)?,
                 None => Text::Owned("{}".into()),
             };
@@ -386,21 +285,13 @@ fn extract_part(
             });
         }
         "tool_result" => {
-            let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?
-                .ok_or_else(|| msg_err(index, &format!("{field}.tool_use_id"), "missing"))?;
-            msg.result_ids
-                .push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
+            let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?.ok_or_else(|| msg_err(index, &format!("{field}.tool_use_id"), "missing"))?;
+            msg.result_ids.push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
             match get_opt(d, pyo3::intern!(d.py(), "content"))? {
                 None => {}
-                Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(
-                    index,
-                    &format!("{field}.content"),
-                    &c,
-                )?)),
+                Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, &format!("{field}.content"), &c)?)),
                 Some(c) => {
-                    let list = c.cast::<PyList>().map_err(|_| {
-                        msg_type_err(index, &format!("{field}.content"), "str or list", &c)
-                    })?;
+                    let list = c.cast::<PyList>().map_err(|_| msg_type_err(index, &format!("{field}.content"), "str or list", &c))?;
                     for (j, sub) in list.iter().enumerate() {
                         extract_part(py, index, &format!("{field}.content[{j}]"), &sub, msg)?;
                     }
@@ -413,78 +304,41 @@ fn extract_part(
     Ok(())
 }
 
-fn extract_message(
-    py: Python<'_>,
-    index: usize,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<Message<Text>> {
+fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Message<Text>> {
     let d = obj.cast::<PyDict>().map_err(|_| {
         MessageTypeError::new_err(format!(
             "message {index}: expected a dict in OpenAI chat format, got {} (convert framework messages with windowfit.adapters)",
             type_name(obj)
         ))
     })?;
-    let role_obj = get_opt(d, pyo3::intern!(d.py(), "role"))?
-        .ok_or_else(|| msg_err(index, "role", "missing"))?;
+    let role_obj = get_opt(d, pyo3::intern!(d.py(), "role"))?.ok_or_else(|| msg_err(index, "role", "missing"))?;
     let role = str_field(index, "role", &role_obj)?;
     if !ROLES.contains(&role.as_ref()) {
-        return Err(msg_err(
-            index,
-            "role",
-            format!(
-                "unknown role {:?}; expected one of {}",
-                role.as_ref(),
-                ROLES.join(", ")
-            ),
-        ));
+        return Err(msg_err(index, "role", format!("unknown role {:?}; expected one of {}", role.as_ref(), ROLES.join(", "))));
     }
-    let mut msg = Message {
-        role,
-        name: None,
-        parts: Vec::new(),
-        tool_calls: Vec::new(),
-        result_ids: Vec::new(),
-    };
+    let mut msg = Message { role, name: None, parts: Vec::new(), tool_calls: Vec::new(), result_ids: Vec::new() };
     if let Some(name) = get_opt(d, pyo3::intern!(d.py(), "name"))? {
         msg.name = Some(str_field(index, "name", &name)?);
     }
     match get_opt(d, pyo3::intern!(d.py(), "content"))? {
         None => {}
-        Some(c) if c.is_instance_of::<PyString>() => {
-            msg.parts.push(Part::Text(str_field(index, "content", &c)?))
-        }
+        Some(c) if c.is_instance_of::<PyString>() => msg.parts.push(Part::Text(str_field(index, "content", &c)?)),
         Some(c) => {
-            let list = c
-                .cast::<PyList>()
-                .map_err(|_| msg_type_err(index, "content", "str, list of parts or None", &c))?;
+            let list = c.cast::<PyList>().map_err(|_| msg_type_err(index, "content", "str, list of parts or None", &c))?;
             for (j, part) in list.iter().enumerate() {
                 extract_part(py, index, &format!("content[{j}]"), &part, &mut msg)?;
             }
         }
     }
     if let Some(calls) = get_opt(d, pyo3::intern!(d.py(), "tool_calls"))? {
-        let list = calls
-            .cast::<PyList>()
-            .map_err(|_| msg_type_err(index, "tool_calls", "list", &calls))?;
+        let list = calls.cast::<PyList>().map_err(|_| msg_type_err(index, "tool_calls", "list", &calls))?;
         for (j, call) in list.iter().enumerate() {
             let f = format!("tool_calls[{j}]");
-            let cd = call
-                .cast::<PyDict>()
-                .map_err(|_| msg_type_err(index, &f, "dict", &call))?;
-            let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| {
-                msg_err(
-                    index,
-                    &format!("{f}.id"),
-                    "missing: every tool call needs an id to pair it with its result",
-                )
-            })?;
-            let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?
-                .ok_or_else(|| msg_err(index, &format!("{f}.function"), "missing"))?;
-            let fd = func
-                .cast::<PyDict>()
-                .map_err(|_| msg_type_err(index, &format!("{f}.function"), "dict", &func))?;
-            let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?
-                .ok_or_else(|| msg_err(index, &format!("{f}.function.name"), "missing"))?;
+            let cd = call.cast::<PyDict>().map_err(|_| msg_type_err(index, &f, "dict", &call))?;
+            let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| msg_err(index, &format!("{f}.id"), "missing: every tool call needs an id to pair it with its result"))?;
+            let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?.ok_or_else(|| msg_err(index, &format!("{f}.function"), "missing"))?;
+            let fd = func.cast::<PyDict>().map_err(|_| msg_type_err(index, &format!("{f}.function"), "dict", &func))?;
+            let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?.ok_or_else(|| msg_err(index, &format!("{f}.function.name"), "missing"))?;
             let arguments = match get_opt(fd, pyo3::intern!(fd.py(), "arguments"))? {
                 Some(a) => str_field(index, &format!("{f}.function.arguments"), &a)?,
                 None => Text::Owned(String::new()),
@@ -498,27 +352,17 @@ fn extract_message(
     }
     // The legacy `function_call` (before tool_calls) is counted like a call without an id.
     if let Some(fc) = get_opt(d, pyo3::intern!(d.py(), "function_call"))? {
-        let fd = fc
-            .cast::<PyDict>()
-            .map_err(|_| msg_type_err(index, "function_call", "dict", &fc))?;
+        let fd = fc.cast::<PyDict>().map_err(|_| msg_type_err(index, "function_call", "dict", &fc))?;
         for key in ["name", "arguments"] {
             if let Some(v) = get_opt(fd, &PyString::intern(py, key))? {
-                msg.parts.push(Part::Text(str_field(
-                    index,
-                    &format!("function_call.{key}"),
-                    &v,
-                )?));
+                msg.parts.push(Part::Text(str_field(index, &format!("function_call.{key}"), &v)?));
             }
         }
     }
     if let Some(id) = get_opt(d, pyo3::intern!(d.py(), "tool_call_id"))? {
         msg.result_ids.push(id_field(index, "tool_call_id", &id)?);
     } else if msg.role.as_ref() == "tool" {
-        return Err(msg_err(
-            index,
-            "tool_call_id",
-            "missing: a tool message must name the call it answers",
-        ));
+        return Err(msg_err(index, "tool_call_id", "missing: a tool message must name the call it answers"));
     }
     Ok(msg)
 }
@@ -554,36 +398,22 @@ impl PyCounter {
         tokens_per_tool_call: u32,
         reply_priming: u32,
     ) -> PyResult<Self> {
-        let format = MessageFormat {
-            tokens_per_message,
-            tokens_per_name,
-            tokens_per_tool_call,
-            reply_priming,
-        };
+        let format = MessageFormat { tokens_per_message, tokens_per_name, tokens_per_tool_call, reply_priming };
         let kind = kind.to_string();
         let (backend, shared_cache) = guarded("Counter()", || {
-            py.detach(|| load_backend(&kind, source, pattern, special_tokens, nfc))
-                .map_err(|e| match e {
-                    Error::Value(m) if m.starts_with("unknown encoding") => {
-                        UnknownEncodingError::new_err(m)
-                    }
-                    e => to_py_err(e),
-                })
+            py.detach(|| load_backend(&kind, source, pattern, special_tokens, nfc)).map_err(|e| match e {
+                Error::Value(m) if m.starts_with("unknown encoding") => UnknownEncodingError::new_err(m),
+                e => to_py_err(e),
+            })
         })?;
         // A private cache when a bound is given; otherwise the tokenizer's shared one.
         let cache = match (cache_entries, cache_bytes) {
-            (Some(_), Some(_)) => {
-                return Err(PyValueError::new_err(
-                    "give cache_entries or cache_bytes, not both",
-                ))
-            }
+            (Some(_), Some(_)) => return Err(PyValueError::new_err("give cache_entries or cache_bytes, not both")),
             (Some(n), None) => Arc::new(CountCache::new(n)),
             (None, Some(b)) => Arc::new(CountCache::with_max_bytes(b)),
             (None, None) => shared_cache,
         };
-        Ok(Self {
-            inner: Arc::new(Counter::new(backend, cache, format)),
-        })
+        Ok(Self { inner: Arc::new(Counter::new(backend, cache, format)) })
     }
 
     /// The tokenizer's name (encoding name or file).
@@ -624,63 +454,41 @@ impl PyCounter {
         let s = text.as_ref();
         guarded("count", || {
             // Releasing the GIL costs more than counting a short text.
-            Ok(if s.len() > 16 * 1024 {
-                py.detach(|| self.inner.count(s))
-            } else {
-                self.inner.count(s)
-            })
+            Ok(if s.len() > 16 * 1024 { py.detach(|| self.inner.count(s)) } else { self.inner.count(s) })
         })
     }
 
     /// Tokens of each text; the GIL is released and large batches use all cores.
     fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         let texts = extract_texts(texts)?;
-        guarded("count_many", || {
-            Ok(py.detach(|| self.inner.count_many(&texts)))
-        })
+        guarded("count_many", || Ok(py.detach(|| self.inner.count_many(&texts))))
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(
-        &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        limit: i64,
-    ) -> PyResult<Option<usize>> {
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
         let text = extract_text(text, "text")?;
-        let limit = usize::try_from(limit)
-            .map_err(|_| PyValueError::new_err(format!("limit must be >= 0, got {limit}")))?;
+        let limit = usize::try_from(limit).map_err(|_| PyValueError::new_err(format!("limit must be >= 0, got {limit}")))?;
         let s = text.as_ref();
-        guarded("count_until", || {
-            Ok(py.detach(|| self.inner.count_until(s, limit)))
-        })
+        guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
     }
 
     /// Token ids of `text` (ordinary: special-token text is plain text).
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let text = extract_text(text, "text")?;
-        guarded("encode", || {
-            py.detach(|| self.inner.backend().encode(text.as_ref()))
-                .map_err(to_py_err)
-        })
+        guarded("encode", || py.detach(|| self.inner.backend().encode(text.as_ref())).map_err(to_py_err))
     }
 
     /// Text of token ids; bytes that are not valid UTF-8 become U+FFFD.
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
         guarded("decode", || {
-            let bytes = py
-                .detach(|| self.inner.backend().decode_bytes(&ids))
-                .map_err(to_py_err)?;
+            let bytes = py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(to_py_err)?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })
     }
 
     /// Bytes of token ids.
     fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = guarded("decode_bytes", || {
-            py.detach(|| self.inner.backend().decode_bytes(&ids))
-                .map_err(to_py_err)
-        })?;
+        let bytes = guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(to_py_err))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -696,16 +504,11 @@ impl PyCounter {
         if infos.is_empty() {
             return Ok(0); // no prompt, no reply to prime
         }
-        Ok(infos.iter().map(|i| i.tokens as usize).sum::<usize>()
-            + self.inner.format().reply_priming as usize)
+        Ok(infos.iter().map(|i| i.tokens as usize).sum::<usize>() + self.inner.format().reply_priming as usize)
     }
 
     /// Tokens of each message (without priming), in order.
-    fn count_each_message(
-        &self,
-        py: Python<'_>,
-        messages: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<usize>> {
+    fn count_each_message(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         let (infos, _) = counted_messages(py, &self.inner, messages, false)?;
         Ok(infos.iter().map(|i| i.tokens as usize).collect())
     }
@@ -738,20 +541,14 @@ impl PyCounter {
 
     fn set_calibration(&self, factor: f64) -> PyResult<()> {
         if !(factor.is_finite() && factor > 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "calibration factor must be a positive number, got {factor}"
-            )));
+            return Err(PyValueError::new_err(format!("calibration factor must be a positive number, got {factor}")));
         }
         self.inner.set_calibration(factor);
         Ok(())
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<Counter {} exact={}>",
-            self.inner.backend().name(),
-            self.inner.is_exact()
-        )
+        format!("<Counter {} exact={}>", self.inner.backend().name(), self.inner.is_exact())
     }
 }
 
@@ -762,49 +559,29 @@ fn load_backend(
     special_tokens: Option<HashMap<String, u32>>,
     nfc: bool,
 ) -> Result<(Arc<dyn Backend>, Arc<CountCache>), Error> {
-    let need_source = || {
-        source
-            .clone()
-            .ok_or_else(|| Error::Value(format!("Counter kind {kind:?} needs a source")))
-    };
+    let need_source = || source.clone().ok_or_else(|| Error::Value(format!("Counter kind {kind:?} needs a source")));
     match kind {
         "openai" => {
             let name = need_source()?.to_string_lossy().into_owned();
             shared_backend(format!("openai:{name}"), || {
                 OpenAiEncoding::get(&name)
                     .map(|e| Arc::new(e) as Arc<dyn Backend>)
-                    .ok_or_else(|| {
-                        Error::Value(format!(
-                            "unknown encoding {name:?}; embedded: cl100k_base, o200k_base"
-                        ))
-                    })
+                    .ok_or_else(|| Error::Value(format!("unknown encoding {name:?}; embedded: cl100k_base, o200k_base")))
             })
         }
         "tiktoken" => {
             let path = need_source()?;
-            let pattern = pattern.ok_or_else(|| {
-                Error::Value("a .tiktoken vocabulary needs its pre-tokenizer pattern".into())
-            })?;
-            let mut special: Vec<(String, u32)> =
-                special_tokens.unwrap_or_default().into_iter().collect();
+            let pattern = pattern.ok_or_else(|| Error::Value("a .tiktoken vocabulary needs its pre-tokenizer pattern".into()))?;
+            let mut special: Vec<(String, u32)> = special_tokens.unwrap_or_default().into_iter().collect();
             special.sort();
             let key = format!("tiktoken:{}:{pattern}:{nfc}:{special:?}", path.display());
-            shared_backend(key, || {
-                Ok(
-                    Arc::new(TiktokenFile::load(&path, &pattern, &special, nfc)?)
-                        as Arc<dyn Backend>,
-                )
-            })
+            shared_backend(key, || Ok(Arc::new(TiktokenFile::load(&path, &pattern, &special, nfc)?) as Arc<dyn Backend>))
         }
         "tokenizer_json" => {
             let path = need_source()?;
-            shared_backend(format!("hf:{}", path.display()), || {
-                Ok(Arc::new(HfTokenizer::load(&path)?) as Arc<dyn Backend>)
-            })
+            shared_backend(format!("hf:{}", path.display()), || Ok(Arc::new(HfTokenizer::load(&path)?) as Arc<dyn Backend>))
         }
-        "heuristic" => shared_backend("heuristic".into(), || {
-            Ok(Arc::new(Heuristic) as Arc<dyn Backend>)
-        }),
+        "heuristic" => shared_backend("heuristic".into(), || Ok(Arc::new(Heuristic) as Arc<dyn Backend>)),
         other => Err(Error::Value(format!("unknown Counter kind {other:?}"))),
     }
 }
@@ -846,13 +623,7 @@ impl PyEncoding {
         let texts = extract_texts(texts)?;
         let backend = self.counter.get().inner.backend().clone();
         guarded("encode_batch", || {
-            py.detach(|| {
-                texts
-                    .par_iter()
-                    .map(|t| backend.encode(t.as_ref()))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(to_py_err)
+            py.detach(|| texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>()).map_err(to_py_err)
         })
     }
 
@@ -874,12 +645,7 @@ impl PyEncoding {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(
-        &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        limit: i64,
-    ) -> PyResult<Option<usize>> {
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
         self.counter.get().count_until(py, text, limit)
     }
 
@@ -891,21 +657,12 @@ impl PyEncoding {
 /// The embedded encoding `name` ("cl100k_base" or "o200k_base").
 #[pyfunction]
 fn get_encoding(py: Python<'_>, name: &str) -> PyResult<PyEncoding> {
-    let (backend, cache) = load_backend("openai", Some(PathBuf::from(name)), None, None, false)
-        .map_err(|e| match e {
-            Error::Value(m) => UnknownEncodingError::new_err(m),
-            e => to_py_err(e),
-        })?;
-    let counter = Py::new(
-        py,
-        PyCounter {
-            inner: Arc::new(Counter::new(backend, cache, MessageFormat::default())),
-        },
-    )?;
-    Ok(PyEncoding {
-        counter,
-        name: name.to_string(),
-    })
+    let (backend, cache) = load_backend("openai", Some(PathBuf::from(name)), None, None, false).map_err(|e| match e {
+        Error::Value(m) => UnknownEncodingError::new_err(m),
+        e => to_py_err(e),
+    })?;
+    let counter = Py::new(py, PyCounter { inner: Arc::new(Counter::new(backend, cache, MessageFormat::default())) })?;
+    Ok(PyEncoding { counter, name: name.to_string() })
 }
 
 // ---------------------------------------------------------------- fit
@@ -926,9 +683,7 @@ fn unanswered_of(s: &str) -> PyResult<Unanswered> {
     match s {
         "drop" => Ok(Unanswered::Drop),
         "strip" => Ok(Unanswered::Strip),
-        other => Err(PyValueError::new_err(format!(
-            "unanswered must be 'drop' or 'strip', not {other:?}"
-        ))),
+        other => Err(PyValueError::new_err(format!("unanswered must be 'drop' or 'strip', not {other:?}"))),
     }
 }
 
@@ -940,8 +695,8 @@ mod light {
     use std::sync::Mutex;
 
     use pyo3::ffi;
-    use pyo3::prelude::*;
     use rustc_hash::FxHashMap;
+    use pyo3::prelude::*;
 
     use super::ROLES;
     use crate::count::{text_hash, KeyBuilder, MessageFormat};
@@ -1069,29 +824,17 @@ mod light {
             ffi::PyErr_Clear();
             return None;
         }
-        Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(
-            p as *const u8,
-            size as usize,
-        )))
+        Some(std::str::from_utf8_unchecked(std::slice::from_raw_parts(p as *const u8, size as usize)))
     }
 
     /// Add a content text to the key, through the identity memo for large strings.
     /// Safety: GIL held, `o` a live str whose UTF-8 is `t`.
-    unsafe fn content_text(
-        py: Python<'_>,
-        memo: &mut Option<HashMemo>,
-        o: *mut ffi::PyObject,
-        t: &str,
-        key: &mut KeyBuilder,
-    ) {
+    unsafe fn content_text(py: Python<'_>, memo: &mut Option<HashMemo>, o: *mut ffi::PyObject, t: &str, key: &mut KeyBuilder) {
         if t.len() < MEMO_MIN_LEN {
             key.text(t);
             return;
         }
-        let memo = memo.get_or_insert_with(|| HashMemo {
-            map: FxHashMap::default(),
-            bytes: 0,
-        });
+        let memo = memo.get_or_insert_with(|| HashMemo { map: FxHashMap::default(), bytes: 0 });
         if let Some((_, h)) = memo.map.get(&(o as usize)) {
             key.text_hashed(*h);
             return;
@@ -1101,10 +844,7 @@ mod light {
             memo.map.clear(); // drops the references; the GIL is held
             memo.bytes = 0;
         }
-        memo.map.insert(
-            o as usize,
-            (Borrowed::from_ptr(py, o).to_owned().unbind(), h),
-        );
+        memo.map.insert(o as usize, (Borrowed::from_ptr(py, o).to_owned().unbind(), h));
         memo.bytes += t.len();
         key.text_hashed(h);
     }
@@ -1198,13 +938,7 @@ mod light {
             None if role == "tool" => return None,
             None => {}
         }
-        Some(Light {
-            key: key.finish(),
-            role,
-            call_ids,
-            result_ids,
-            has_content,
-        })
+        Some(Light { key: key.finish(), role, call_ids, result_ids, has_content })
     }
 }
 
@@ -1212,16 +946,8 @@ fn info_of(m: &Message<Text>, tokens: usize) -> MessageInfo {
     MessageInfo {
         role: role_of(m.role.as_ref()),
         tokens: tokens as u64,
-        call_ids: m
-            .tool_calls
-            .iter()
-            .map(|c| c.id.as_ref().to_string())
-            .collect(),
-        result_ids: m
-            .result_ids
-            .iter()
-            .map(|r| r.as_ref().to_string())
-            .collect(),
+        call_ids: m.tool_calls.iter().map(|c| c.id.as_ref().to_string()).collect(),
+        result_ids: m.result_ids.iter().map(|r| r.as_ref().to_string()).collect(),
         has_content: m.has_content(),
     }
 }
@@ -1271,8 +997,7 @@ impl<'py> ReadMessages<'py> {
         }
         let counts = guarded("counting", || {
             Ok(py.detach(|| {
-                let refs: Vec<(u128, &Message<Text>)> =
-                    now.iter().map(|(_, k, m)| (*k, m)).collect();
+                let refs: Vec<(u128, &Message<Text>)> = now.iter().map(|(_, k, m)| (*k, m)).collect();
                 counter.count_missing(&refs)
             }))
         })?;
@@ -1308,10 +1033,7 @@ fn read_messages<'py>(
     keep_calls: bool,
 ) -> PyResult<ReadMessages<'py>> {
     if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
-            "messages must be a list of message dicts, not a {}",
-            type_name(messages)
-        )));
+        return Err(PyTypeError::new_err(format!("messages must be a list of message dicts, not a {}", type_name(messages))));
     }
     let keys = light::Keys {
         role: pyo3::intern!(py, "role").as_ptr(),
@@ -1335,16 +1057,7 @@ fn read_messages<'py>(
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
         // SAFETY: the GIL is held and `obj` outlives the call; `read` keeps no pointers.
-        let light = unsafe {
-            light::read(
-                py,
-                obj.as_ptr(),
-                &keys,
-                &format,
-                &mut key_builder,
-                &mut memo,
-            )
-        };
+        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder, &mut memo) };
         match light {
             Some(l) => {
                 let info = MessageInfo {
@@ -1357,10 +1070,7 @@ fn read_messages<'py>(
                 let needs_full = keep_calls && !info.call_ids.is_empty();
                 match counter.cached_message(l.key) {
                     Some(t) => {
-                        infos.push(MessageInfo {
-                            tokens: t as u64,
-                            ..info
-                        });
+                        infos.push(MessageInfo { tokens: t as u64, ..info });
                         if needs_full {
                             full.insert(i, extract_message(py, i, &obj)?);
                         }
@@ -1393,12 +1103,7 @@ fn read_messages<'py>(
             }
         }
     }
-    Ok(ReadMessages {
-        infos,
-        pending: missing,
-        pending_count,
-        full,
-    })
+    Ok(ReadMessages { infos, pending: missing, pending_count, full })
 }
 
 /// Token count given to messages the selection never needs to count: larger than any
@@ -1437,21 +1142,10 @@ fn count_for_window<'py>(
     // Possible pins, counted up front: system/developer messages and the latest user turn.
     let last_user = read.infos.iter().rposition(|m| m.is_user_turn());
     let is_pin = |i: usize, m: &MessageInfo| m.role.is_system() || Some(i) == last_user;
-    let pins: Vec<bool> = read
-        .infos
-        .iter()
-        .enumerate()
-        .map(|(i, m)| is_pin(i, m))
-        .collect();
+    let pins: Vec<bool> = read.infos.iter().enumerate().map(|(i, m)| is_pin(i, m)).collect();
     let pin_indices: Vec<usize> = (0..n).filter(|&i| pins[i]).collect();
     read.count_pending(py, counter, false, pin_indices)?;
-    let pins_tokens: u128 = read
-        .infos
-        .iter()
-        .zip(&pins)
-        .filter(|(_, p)| **p)
-        .map(|(m, _)| u128::from(m.tokens))
-        .sum();
+    let pins_tokens: u128 = read.infos.iter().zip(&pins).filter(|(_, p)| **p).map(|(m, _)| u128::from(m.tokens)).sum();
     let limit = u128::from(budget);
     let mut b = n;
     let mut step = 256usize;
@@ -1459,10 +1153,7 @@ fn count_for_window<'py>(
     while b > 0 {
         let nb = b.saturating_sub(step);
         read.count_pending(py, counter, false, nb..b)?;
-        window += (nb..b)
-            .filter(|&i| is_valid[i] && !pins[i])
-            .map(|i| u128::from(read.infos[i].tokens))
-            .sum::<u128>();
+        window += (nb..b).filter(|&i| is_valid[i] && !pins[i]).map(|i| u128::from(read.infos[i].tokens)).sum::<u128>();
         b = nb;
         if window + pins_tokens + u128::from(opts.reply_priming) > limit {
             break;
@@ -1527,8 +1218,7 @@ fn fit_indices<'py>(
         py.detach(|| {
             let recount = |i: usize, skip: &[String]| -> u64 {
                 let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
-                full.get(&i)
-                    .map_or(0, |m| counter.count_message_without(m, &skip) as u64)
+                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
             };
             fit::fit(&infos, budget, &opts, &recount)
         })
@@ -1538,9 +1228,7 @@ fn fit_indices<'py>(
     if !complete {
         // Messages the window could not reach were never counted: the Python layer counts
         // `tokens_dropped` on demand.
-        out.get_item(4)?
-            .cast::<PyDict>()?
-            .set_item("tokens_dropped", py.None())?;
+        out.get_item(4)?.cast::<PyDict>()?.set_item("tokens_dropped", py.None())?;
     }
     Ok(out)
 }
@@ -1556,15 +1244,13 @@ fn repair_indices<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let counter = counter.get().inner.clone();
     let mode = unanswered_of(unanswered)?;
-    let (infos, full) =
-        counted_messages(py, &counter, messages, matches!(mode, Unanswered::Strip))?;
+    let (infos, full) = counted_messages(py, &counter, messages, matches!(mode, Unanswered::Strip))?;
     let priming = counter.format().reply_priming as u64;
     let plan = guarded("repair", || {
         Ok(py.detach(|| {
             let recount = |i: usize, skip: &[String]| -> u64 {
                 let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
-                full.get(&i)
-                    .map_or(0, |m| counter.count_message_without(m, &skip) as u64)
+                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
             };
             fit::repair(&infos, mode, priming, &recount)
         }))
@@ -1596,42 +1282,18 @@ fn truncate_text<'py>(
     let direction: Direction = direction.parse().map_err(to_py_err)?;
     // An estimate's counts are scaled by its calibration: cut to the raw count that scales
     // to at most max_tokens, so re-counting with the same counter stays within the limit.
-    let scale = if counter.is_exact() {
-        1.0
-    } else {
-        counter.calibration()
-    };
-    let raw_max = max_tokens.map(|m| {
-        if scale == 1.0 {
-            m
-        } else {
-            (m as f64 / scale).floor() as usize
-        }
-    });
-    let limits = Limits {
-        max_tokens: raw_max,
-        max_lines,
-        max_bytes,
-    };
+    let scale = if counter.is_exact() { 1.0 } else { counter.calibration() };
+    let raw_max = max_tokens.map(|m| if scale == 1.0 { m } else { (m as f64 / scale).floor() as usize });
+    let limits = Limits { max_tokens: raw_max, max_lines, max_bytes };
     let marker = marker.to_string();
     let t = guarded("truncate", || {
         py.detach(|| {
-            let opts = TruncateOptions {
-                direction,
-                marker: &marker,
-                head_ratio,
-            };
+            let opts = TruncateOptions { direction, marker: &marker, head_ratio };
             truncate::truncate(counter.backend().as_ref(), text.as_ref(), &limits, &opts)
         })
         .map_err(to_py_err)
     })?;
-    let scaled = |n: usize| {
-        if scale == 1.0 {
-            n
-        } else {
-            (n as f64 * scale).ceil() as usize
-        }
-    };
+    let scaled = |n: usize| if scale == 1.0 { n } else { (n as f64 * scale).ceil() as usize };
     let d = PyDict::new(py);
     d.set_item("text", &t.text)?;
     d.set_item("truncated", t.truncated)?;
@@ -1645,10 +1307,7 @@ fn truncate_text<'py>(
     // Python indexes strings by character, Rust by byte.
     let src = text.as_ref();
     let head_chars = src.get(..t.head_end).map_or(0, |h| h.chars().count());
-    let tail_chars = head_chars
-        + src
-            .get(t.head_end..t.tail_start)
-            .map_or(0, |m| m.chars().count());
+    let tail_chars = head_chars + src.get(t.head_end..t.tail_start).map_or(0, |m| m.chars().count());
     d.set_item("head_end", head_chars)?;
     d.set_item("tail_start", tail_chars)?;
     d.set_item("marker_used", t.marker_used)?;
@@ -1670,14 +1329,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidMessageError", py.get_type::<InvalidMessageError>())?;
     m.add("MessageTypeError", py.get_type::<MessageTypeError>())?;
     m.add("VocabularyError", py.get_type::<VocabularyError>())?;
-    m.add(
-        "UnknownEncodingError",
-        py.get_type::<UnknownEncodingError>(),
-    )?;
-    m.add(
-        "ENCODINGS",
-        PyTuple::new(py, crate::tokenize::OPENAI_ENCODINGS)?,
-    )?;
+    m.add("UnknownEncodingError", py.get_type::<UnknownEncodingError>())?;
+    m.add("ENCODINGS", PyTuple::new(py, crate::tokenize::OPENAI_ENCODINGS)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

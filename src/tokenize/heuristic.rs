@@ -58,9 +58,7 @@ fn classify(c: char) -> Class {
     // The order of the arms matters (the first match wins): the Python mirror checks the same
     // ranges in the same order.
     match o {
-        0x85 | 0xA0 | 0x1680 | 0x2000..=0x200A | 0x2028 | 0x2029 | 0x202F | 0x205F | 0x3000 => {
-            Space
-        }
+        0x85 | 0xA0 | 0x1680 | 0x2000..=0x200A | 0x2028 | 0x2029 | 0x202F | 0x205F | 0x3000 => Space,
         0xD7 | 0xF7 => Other,
         0xC0..=0x24F => Letter,
         0x300..=0x36F => Mark,
@@ -208,14 +206,7 @@ struct Run {
 
 impl Run {
     fn new(class: Class, c: char) -> Self {
-        let mut run = Run {
-            class,
-            chars: 0,
-            bytes: 0,
-            non_ascii: 0,
-            caps: 0,
-            common: 0,
-        };
+        let mut run = Run { class, chars: 0, bytes: 0, non_ascii: 0, caps: 0, common: 0 };
         run.push(c);
         run
     }
@@ -240,10 +231,7 @@ impl Run {
         match self.class {
             Letter => {
                 let excess = self.chars.saturating_sub(LETTER_FREE) as f64;
-                let mut c = LETTER_RUN
-                    + LETTER_EXCESS * excess
-                    + LETTER_NON_ASCII * self.non_ascii as f64
-                    + LETTER_CAPS * self.caps as f64;
+                let mut c = LETTER_RUN + LETTER_EXCESS * excess + LETTER_NON_ASCII * self.non_ascii as f64 + LETTER_CAPS * self.caps as f64;
                 if !matches!(prev, Some(Space) | Some(Punct)) {
                     c += LETTER_BARE;
                 }
@@ -327,15 +315,11 @@ impl Backend for Heuristic {
     }
 
     fn encode(&self, _text: &str) -> Result<Vec<u32>> {
-        Err(Error::Unsupported(
-            "the heuristic estimate has no vocabulary: it counts but cannot encode".into(),
-        ))
+        Err(Error::Unsupported("the heuristic estimate has no vocabulary: it counts but cannot encode".into()))
     }
 
     fn decode_bytes(&self, _ids: &[u32]) -> Result<Vec<u8>> {
-        Err(Error::Unsupported(
-            "the heuristic estimate has no vocabulary: it cannot decode".into(),
-        ))
+        Err(Error::Unsupported("the heuristic estimate has no vocabulary: it cannot decode".into()))
     }
 }
 
@@ -376,10 +360,7 @@ mod tests {
         assert_eq!(classify('한'), Hangul);
         assert_eq!(classify('😀'), Other);
         // a combining mark joins the word before it: "cafe\u{301}" is one letter run
-        assert_eq!(
-            Heuristic::estimate("cafe\u{301}"),
-            Heuristic::estimate("cafés")
-        );
+        assert_eq!(Heuristic::estimate("cafe\u{301}"), Heuristic::estimate("cafés"));
         // a single punctuation character before a word is free (".items"), alone it is not
         assert!(Heuristic::estimate("a.b") < Heuristic::estimate("a . b"));
     }

@@ -13,10 +13,7 @@ pub struct HfTokenizer {
 
 impl HfTokenizer {
     pub fn load(path: &Path) -> Result<Self> {
-        let data = std::fs::read(path).map_err(|e| Error::Vocabulary {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let data = std::fs::read(path).map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })?;
         Self::from_bytes(&path.display().to_string(), &data).map_err(|e| Error::Vocabulary {
             path: path.to_path_buf(),
             reason: e.to_string(),
@@ -32,10 +29,7 @@ impl HfTokenizer {
         inner
             .with_truncation(None)
             .map_err(|e| Error::Value(format!("cannot disable truncation: {e}")))?;
-        Ok(Self {
-            name: name.to_string(),
-            inner,
-        })
+        Ok(Self { name: name.to_string(), inner })
     }
 }
 
@@ -52,9 +46,7 @@ impl Backend for HfTokenizer {
         // `encode_fast` skips offset tracking, which counting does not need.
         // Encoding only fails on configuration errors, which `from_bytes` rules out; should it
         // ever fail, one token per byte is an overcount, never an undercount.
-        self.inner
-            .encode_fast(text, false)
-            .map_or(text.len(), |e| e.len())
+        self.inner.encode_fast(text, false).map_or(text.len(), |e| e.len())
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
@@ -66,10 +58,7 @@ impl Backend for HfTokenizer {
 
     fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
         let size = self.inner.get_vocab_size(true) as u32;
-        if let Some(&bad) = ids
-            .iter()
-            .find(|&&id| id >= size && self.inner.id_to_token(id).is_none())
-        {
+        if let Some(&bad) = ids.iter().find(|&&id| id >= size && self.inner.id_to_token(id).is_none()) {
             return Err(Error::UnknownToken(bad));
         }
         self.inner

@@ -27,37 +27,20 @@ impl TiktokenFile {
     /// Load `path` with the pre-tokenizer `pattern` (fancy-regex syntax, as tiktoken uses),
     /// `special_tokens` (text, id) for decoding, and NFC normalization of input when `nfc`
     /// (Qwen's tokenizer normalizes before encoding).
-    pub fn load(
-        path: &Path,
-        pattern: &str,
-        special_tokens: &[(String, u32)],
-        nfc: bool,
-    ) -> Result<Self> {
+    pub fn load(path: &Path, pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
         let data = std::fs::read(path).map_err(|e| Error::Vocabulary {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let name = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         Self::from_bytes(&name, &data, pattern, special_tokens, nfc).map_err(|e| match e {
-            Error::Value(reason) => Error::Vocabulary {
-                path: path.to_path_buf(),
-                reason,
-            },
+            Error::Value(reason) => Error::Vocabulary { path: path.to_path_buf(), reason },
             other => other,
         })
     }
 
     /// Parse vocabulary `data` already in memory. Errors are `Error::Value` with the line.
-    pub fn from_bytes(
-        name: &str,
-        data: &[u8],
-        pattern: &str,
-        special_tokens: &[(String, u32)],
-        nfc: bool,
-    ) -> Result<Self> {
+    pub fn from_bytes(name: &str, data: &[u8], pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut encoder = FxHashMap::default();
         for (lineno, line) in data.split(|&b| b == b'\n').enumerate() {
@@ -67,13 +50,10 @@ impl TiktokenFile {
             }
             let bad = |what: &str| Error::Value(format!("line {}: {what}", lineno + 1));
             let mut fields = line.split(|&b| b == b' ');
-            let (Some(token), Some(rank), None) = (fields.next(), fields.next(), fields.next())
-            else {
+            let (Some(token), Some(rank), None) = (fields.next(), fields.next(), fields.next()) else {
                 return Err(bad("expected '<base64 token> <rank>'"));
             };
-            let token = b64
-                .decode(token)
-                .map_err(|_| bad("token is not valid base64"))?;
+            let token = b64.decode(token).map_err(|_| bad("token is not valid base64"))?;
             let rank: u32 = std::str::from_utf8(rank)
                 .ok()
                 .and_then(|r| r.parse().ok())
@@ -87,12 +67,9 @@ impl TiktokenFile {
         }
         // Byte-level BPE needs every single byte as a token, or merging would index a missing key.
         if let Some(b) = (0..=255u8).find(|b| !encoder.contains_key([*b].as_slice())) {
-            return Err(Error::Value(format!(
-                "the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary"
-            )));
+            return Err(Error::Value(format!("the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary")));
         }
-        let mut decoder: FxHashMap<u32, Vec<u8>> =
-            encoder.iter().map(|(k, v)| (*v, k.clone())).collect();
+        let mut decoder: FxHashMap<u32, Vec<u8>> = encoder.iter().map(|(k, v)| (*v, k.clone())).collect();
         if decoder.len() != encoder.len() {
             return Err(Error::Value("two tokens share a rank".into()));
         }
@@ -101,14 +78,7 @@ impl TiktokenFile {
         }
         let regex = Regex::new(pattern).map_err(|e| Error::Pattern(e.to_string()))?;
         let fast = Pattern::recognize(pattern);
-        Ok(Self {
-            name: name.to_string(),
-            encoder,
-            decoder,
-            regex,
-            fast,
-            nfc,
-        })
+        Ok(Self { name: name.to_string(), encoder, decoder, regex, fast, nfc })
     }
 
     fn normalized<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -152,11 +122,7 @@ impl TiktokenFile {
         match self.encoder.get(piece) {
             Some(&id) => out.push(id),
             None if piece.is_empty() => {}
-            None => out.extend(
-                self.split(piece)
-                    .into_iter()
-                    .filter_map(|part| self.encoder.get(part).copied()),
-            ),
+            None => out.extend(self.split(piece).into_iter().filter_map(|part| self.encoder.get(part).copied())),
         }
     }
 
@@ -246,18 +212,14 @@ mod tests {
     #[test]
     fn merges_by_rank_and_round_trips() {
         let vocab = tiny_vocab(&[b"he", b"ll", b"hell", b"hello"]);
-        let t = TiktokenFile::from_bytes("tiny", &vocab, PAT, &[("<|end|>".into(), 9999)], false)
-            .unwrap();
+        let t = TiktokenFile::from_bytes("tiny", &vocab, PAT, &[("<|end|>".into(), 9999)], false).unwrap();
         assert_eq!(t.encode("hello").unwrap(), vec![259]);
         // " hello" is one piece: ' ' stays alone, the rest merges up to "hello".
         assert_eq!(t.encode("hello hello").unwrap(), vec![259, 32, 259]);
         let ids = t.encode("héllo wörld\n\n").unwrap();
         assert_eq!(t.decode_bytes(&ids).unwrap(), "héllo wörld\n\n".as_bytes());
         assert_eq!(t.decode_bytes(&[9999]).unwrap(), b"<|end|>");
-        assert!(matches!(
-            t.decode_bytes(&[123456]),
-            Err(Error::UnknownToken(123456))
-        ));
+        assert!(matches!(t.decode_bytes(&[123456]), Err(Error::UnknownToken(123456))));
     }
 
     #[test]
