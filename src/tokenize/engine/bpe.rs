@@ -11,7 +11,7 @@ const NONE: u32 = u32::MAX;
 
 /// The BPE parts of `piece` (2+ bytes), every part a token: `rank` must know every single
 /// byte, which byte-level vocabularies guarantee.
-pub fn split<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     if piece.len() >= LONG_PIECE {
         return merge_long(piece, rank);
     }
@@ -56,7 +56,7 @@ pub fn split<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&'
 
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
-fn merge_long<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+fn merge_long(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 

@@ -58,10 +58,6 @@ impl Vocab {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.tokens.len()
-    }
-
     /// The bytes of token `rank`, if it exists.
     #[inline]
     pub fn bytes(&self, rank: u32) -> Option<&'static [u8]> {
