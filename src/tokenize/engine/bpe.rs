@@ -13,7 +13,7 @@ const NONE: u32 = u32::MAX;
 /// byte, which byte-level vocabularies guarantee.
 pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     if piece.len() >= LONG_PIECE {
-        return merge_long(piece, rank);
+        return merge_long(piece, &rank);
     }
     let n = piece.len();
     if n < 2 {
@@ -56,16 +56,26 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
-fn merge_long(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
+fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
-    let n = piece.len();
+    // Positions are u32, so a byte of the piece costs 9 bytes of links plus 12 per heap
+    // entry (41 with usize). A piece over 4 GB is merged in 4 GB parts, which may differ
+    // from one whole merge at the seam: a bounded overcount, never a panic.
+    const MAX: usize = u32::MAX as usize;
+    if piece.len() > MAX {
+        let (a, b) = piece.split_at(MAX);
+        let mut parts = merge_long(a, rank);
+        parts.extend(merge_long(b, rank));
+        return parts;
+    }
+    let n = piece.len() as u32;
     // Part i spans [i, end[i]); prev links the live parts by their start.
-    let mut end: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut live = vec![true; n];
-    let rank_of = |a: usize, b_end: usize| rank(&piece[a..b_end]);
+    let mut end: Vec<u32> = (1..=n).collect();
+    let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut live = vec![true; n as usize];
+    let rank_of = |a: u32, b_end: u32| rank(&piece[a as usize..b_end as usize]);
     let mut heap = BinaryHeap::new();
     for i in 0..n.saturating_sub(1) {
         if let Some(r) = rank_of(i, i + 2) {
@@ -74,36 +84,37 @@ fn merge_long(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     }
     while let Some(Reverse((_, start, pair_end))) = heap.pop() {
         // Valid only if `start` is live and its pair still spans exactly [start, pair_end).
-        if !live[start] {
+        if !live[start as usize] {
             continue;
         }
-        let mid = end[start];
-        if mid >= n || end[mid] != pair_end || !live[mid] {
+        let mid = end[start as usize];
+        if mid >= n || end[mid as usize] != pair_end || !live[mid as usize] {
             continue;
         }
-        live[mid] = false;
-        end[start] = pair_end;
+        live[mid as usize] = false;
+        end[start as usize] = pair_end;
         if pair_end < n {
-            prev[pair_end] = start;
+            prev[pair_end as usize] = start;
         }
         // New candidate pairs: (prev, merged) and (merged, next).
-        let p = prev[start];
+        let p = prev[start as usize];
         if p < n {
             if let Some(r) = rank_of(p, pair_end) {
                 heap.push(Reverse((r, p, pair_end)));
             }
         }
         if pair_end < n {
-            if let Some(r) = rank_of(start, end[pair_end]) {
-                heap.push(Reverse((r, start, end[pair_end])));
+            let next_end = end[pair_end as usize];
+            if let Some(r) = rank_of(start, next_end) {
+                heap.push(Reverse((r, start, next_end)));
             }
         }
     }
     let mut parts = Vec::new();
     let mut i = 0;
     while i < n {
-        parts.push(&piece[i..end[i]]);
-        i = end[i];
+        parts.push(&piece[i as usize..end[i as usize] as usize]);
+        i = end[i as usize];
     }
     parts
 }
@@ -153,7 +164,7 @@ mod tests {
                     "piece {:?}",
                     String::from_utf8_lossy(&piece)
                 );
-                assert_eq!(merge_long(&piece, rank), expected);
+                assert_eq!(merge_long(&piece, &rank), expected);
             }
         }
     }
