@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test test-rust test-python dev release bench bench-store eval services lint lint-rust lint-python clean
+.PHONY: demo test test-rust test-python dev release bench bench-counting bench-store eval services lint lint-rust lint-python clean
 
 # the shared real agent runs, next to the repository (or to its worktree)
 AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
@@ -97,6 +97,10 @@ eval: dev
 ## Redis Cluster and PostgreSQL side by side; checks nothing was lost or duplicated
 bench-store: dev services
 	PYTHONPATH=python $(PY) benches/bench_store_load.py $(BENCH_STORE_ARGS)
+
+## bench-counting: release build, then the counting engine against tiktoken, quicktok-v1, toktok-rs and gigatoken
+bench-counting: release
+	$(PY) benches/report_engine.py
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis

@@ -271,6 +271,19 @@ impl Counter {
         self.scaled(self.raw_count(text))
     }
 
+    /// `count(text)` if it is at most `limit`, else `None`. An uncached text is counted only
+    /// as far as the limit (the early stop is the backend's), so asking whether a huge text
+    /// fits costs the limit, not the text. Texts above `UNCACHED_UNTIL` skip the cache, whose
+    /// key would hash all of them.
+    pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        const UNCACHED_UNTIL: usize = 1 << 20;
+        if !self.backend.is_exact() || text.len() < UNCACHED_UNTIL {
+            let n = self.count(text);
+            return (n <= limit).then_some(n);
+        }
+        self.backend.count_until(text, limit)
+    }
+
     /// Tokens of each text; large batches are spread over all cores.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();

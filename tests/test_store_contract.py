@@ -429,7 +429,7 @@ def test_finish_without_tool_call_and_with_values(store: BaseStore) -> None:
             "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
         }
     )
-    assert c3.finish()["content"] == "ab"
+    assert c3.finish()["content"] == "a\nb"  # text parts join with newlines (messages.content_text)
     with pytest.raises(ValueError, match="tool call"):
         parent.child("t4").finish("x", role="tool")
     with pytest.raises(ValueError, match="not a sub-agent"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit import _core
-from windowfit.errors import WindowfitError
+from windowfit.errors import InvalidArgumentError, WindowfitError
 from windowfit.models import UnknownModelError, get_model
 
 __all__ = [
@@ -263,6 +263,15 @@ class Counter(_core.Counter):
         if not tools:
             return 0
         return self.count(render_tools(tools))
+
+    def count_until(self, text: str, limit: int) -> int | None:
+        """``count(text)`` if it is at most ``limit``, else None: a huge text is read only as
+        far as the limit, so asking whether it fits costs the limit, not the text."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+        if limit < 0:
+            raise InvalidArgumentError(f"limit must be >= 0, got {limit}")
+        return super().count_until(text, limit)
 
     def __reduce__(self) -> Any:
         raise TypeError(

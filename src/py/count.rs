@@ -132,6 +132,14 @@ impl PyCounter {
         guarded("count_many", || Ok(py.detach(|| self.inner.count_many(&texts))))
     }
 
+    /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
+    /// `limit` is a non-negative int (PyO3 rejects a negative one before Rust sees it).
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: usize) -> PyResult<Option<usize>> {
+        let text = extract_text(text, "text")?;
+        let s = text.as_ref();
+        guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
+    }
+
     /// Token ids of `text` (ordinary: special-token text is plain text).
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let text = extract_text(text, "text")?;
@@ -270,6 +278,11 @@ impl PyEncoding {
 
     fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         self.counter.get().count_many(py, texts)
+    }
+
+    /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: usize) -> PyResult<Option<usize>> {
+        self.counter.get().count_until(py, text, limit)
     }
 
     fn __repr__(&self) -> String {

@@ -1,6 +1,7 @@
 //! Tokenizer backends. Each turns text into token ids (or just a count) exactly as the
 //! reference implementation does; the heuristic backend only estimates.
 
+pub mod engine;
 mod heuristic;
 mod hf;
 mod openai;
@@ -30,6 +31,12 @@ pub trait Backend: Send + Sync {
     /// no usable pre-tokenizer (truncation then encodes the whole text).
     fn pieces<'a>(&'a self, _text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
         None
+    }
+    /// `count(text)` if it is at most `limit`, else `None`. Backends that count piece by
+    /// piece stop reading once the limit is passed, so the cost follows `limit`, not `text`.
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        let n = self.count(text);
+        (n <= limit).then_some(n)
     }
     /// Tokens of one pre-tokenizer piece (no further splitting). Defaults to `count`.
     fn count_piece(&self, piece: &str) -> usize {

@@ -1,31 +1,22 @@
 //! OpenAI's cl100k_base and o200k_base, embedded in the binary (no download, ever).
 //!
-//! bpe-openai carries both vocabularies serialized at build time and pre-tokenizes with a
-//! DFA regex that emulates tiktoken's look-ahead, so counts equal tiktoken's
-//! `encode_ordinary` while running several times faster.
+//! The vocabularies ship deflated (about 1.5 MB for both) and are expanded on first use;
+//! pieces come from the engine's hand-written splitter and merge as tiktoken merges them,
+//! so counts and ids equal tiktoken's `encode_ordinary`.
 
 use std::sync::LazyLock;
 
-use rustc_hash::FxHashSet;
-
+use super::engine::{Engine, Pattern, Vocab};
 use super::Backend;
 use crate::error::{Error, Result};
 
-/// Every token's bytes, per encoding. Most pre-tokenizer pieces (a word with its leading
-/// space) are one token: a hash probe answers them without running the BPE encoder.
-fn whole_tokens(tokenizer: &'static bpe_openai::Tokenizer) -> FxHashSet<&'static [u8]> {
-    let bpe = &tokenizer.bpe;
-    (0..bpe.num_tokens() as u32).map(|id| bpe.token_bytes(id)).collect()
-}
-
-static CL100K_TOKENS: LazyLock<FxHashSet<&'static [u8]>> = LazyLock::new(|| whole_tokens(bpe_openai::cl100k_base()));
-static O200K_TOKENS: LazyLock<FxHashSet<&'static [u8]>> = LazyLock::new(|| whole_tokens(bpe_openai::o200k_base()));
+static CL100K: LazyLock<Vocab> = LazyLock::new(|| Vocab::unpack(include_bytes!("data/cl100k_base.bin.z")));
+static O200K: LazyLock<Vocab> = LazyLock::new(|| Vocab::unpack(include_bytes!("data/o200k_base.bin.z")));
 
 pub struct OpenAiEncoding {
     name: &'static str,
-    tokenizer: &'static bpe_openai::Tokenizer,
+    engine: Engine,
     specials: &'static [(u32, &'static str)],
-    tokens: &'static LazyLock<FxHashSet<&'static [u8]>>,
 }
 
 // Special tokens as tiktoken defines them: never produced by ordinary encoding, but ids a
@@ -43,19 +34,17 @@ const O200K_SPECIALS: [(u32, &str); 2] = [(199999, "<|endoftext|>"), (200018, "<
 pub const OPENAI_ENCODINGS: [&str; 2] = ["cl100k_base", "o200k_base"];
 
 impl OpenAiEncoding {
-    /// The encoding `name`, or `None` if it is not embedded. The vocabulary is
-    /// deserialized on first use (a few tens of milliseconds) and shared process-wide.
+    /// The encoding `name`, or `None` if it is not embedded. The vocabulary is expanded on
+    /// first use (tens of milliseconds, see benches/RESULTS.md) and shared process-wide.
     pub fn get(name: &str) -> Option<Self> {
-        let (name, tokenizer, specials, tokens): (_, _, &'static [(u32, &str)], _) = match name {
-            "cl100k_base" => ("cl100k_base", bpe_openai::cl100k_base(), &CL100K_SPECIALS, &CL100K_TOKENS),
-            "o200k_base" => ("o200k_base", bpe_openai::o200k_base(), &O200K_SPECIALS, &O200K_TOKENS),
-            _ => return None,
-        };
-        Some(Self { name, tokenizer, specials, tokens })
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.tokenizer.bpe.num_tokens()
+        let (name, pattern, vocab, slot, specials): (_, _, &'static LazyLock<Vocab>, _, &'static [(u32, &str)]) =
+            match name {
+                "cl100k_base" => ("cl100k_base", Pattern::Cl100k, &CL100K, 0, &CL100K_SPECIALS),
+                "o200k_base" => ("o200k_base", Pattern::O200k, &O200K, 1, &O200K_SPECIALS),
+                _ => return None,
+            };
+        let vocab: &'static Vocab = vocab;
+        Some(Self { name, engine: Engine { pattern, vocab, slot }, specials })
     }
 }
 
@@ -69,42 +58,37 @@ impl Backend for OpenAiEncoding {
     }
 
     fn count(&self, text: &str) -> usize {
-        self.tokenizer.split(text).map(|piece| self.count_piece(piece)).sum()
+        self.engine.count(text)
+    }
+
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        self.engine.count_until(text, limit)
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self.tokenizer.encode(text))
+        Ok(self.engine.encode(text))
     }
 
     fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
-        let n = self.vocab_size();
-        let special = |id: u32| self.specials.iter().find(|(s, _)| *s == id).map(|(_, t)| *t);
-        if !ids.iter().any(|&id| id as usize >= n) {
-            return Ok(self.tokenizer.bpe.decode_tokens(ids));
-        }
         let mut out = Vec::with_capacity(ids.len() * 4);
         for &id in ids {
-            if (id as usize) < n {
-                out.extend_from_slice(self.tokenizer.bpe.token_bytes(id));
-            } else {
-                out.extend_from_slice(special(id).ok_or(Error::UnknownToken(id))?.as_bytes());
+            match self.engine.vocab.bytes(id) {
+                Some(b) => out.extend_from_slice(b),
+                None => {
+                    let special = self.specials.iter().find(|(s, _)| *s == id).ok_or(Error::UnknownToken(id))?;
+                    out.extend_from_slice(special.1.as_bytes());
+                }
             }
         }
         Ok(out)
     }
 
     fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
-        Some(Box::new(self.tokenizer.split(text)))
+        Some(Box::new(self.engine.pieces(text)))
     }
 
     fn count_piece(&self, piece: &str) -> usize {
-        let bytes = piece.as_bytes();
-        // No token is longer than 128 bytes; longer pieces skip the probe.
-        if bytes.len() <= 128 && self.tokens.contains(bytes) {
-            1
-        } else {
-            self.tokenizer.bpe.count(bytes)
-        }
+        self.engine.count_piece(piece)
     }
 }
 

@@ -9,76 +9,17 @@ use fancy_regex::Regex;
 use rustc_hash::FxHashMap;
 use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
+use super::engine::{Pattern, Splitter};
 use super::Backend;
 use crate::error::{Error, Result};
-
-/// Pieces at least this long are merged with a heap (O(n log n)) instead of rescanning.
-const LONG_PIECE: usize = 128;
-
-/// Byte-pair merge of a long piece with the same result as tiktoken's: repeatedly merge the
-/// adjacent pair of lowest rank, the leftmost among equal ranks. Parts form a linked list;
-/// a min-heap of (rank, start) holds candidate pairs, and stale entries (a part that has
-/// since changed) are skipped when popped.
-fn merge_long<'p>(piece: &'p [u8], ranks: &FxHashMap<Vec<u8>, u32>) -> Vec<&'p [u8]> {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-
-    let n = piece.len();
-    // Part i spans [i, end[i]); next/prev link the live parts by their start.
-    let mut end: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut live = vec![true; n];
-    let rank_of = |a: usize, b_end: usize| ranks.get(&piece[a..b_end]).copied();
-    let mut heap = BinaryHeap::new();
-    for i in 0..n.saturating_sub(1) {
-        if let Some(r) = rank_of(i, i + 2) {
-            heap.push(Reverse((r, i, i + 2)));
-        }
-    }
-    while let Some(Reverse((r, start, pair_end))) = heap.pop() {
-        // Valid only if `start` is live and its pair still spans exactly [start, pair_end).
-        if !live[start] {
-            continue;
-        }
-        let mid = end[start];
-        if mid >= n || end[mid] != pair_end || !live[mid] {
-            continue;
-        }
-        // Merge the right part into the left one.
-        live[mid] = false;
-        end[start] = pair_end;
-        if pair_end < n {
-            prev[pair_end] = start;
-        }
-        // New candidate pairs: (prev, merged) and (merged, next).
-        let p = prev[start];
-        if p != usize::MAX && p < n {
-            if let Some(r2) = rank_of(p, pair_end) {
-                heap.push(Reverse((r2, p, pair_end)));
-            }
-        }
-        if pair_end < n {
-            let next_end = end[pair_end];
-            if let Some(r2) = rank_of(start, next_end) {
-                heap.push(Reverse((r2, start, next_end)));
-            }
-        }
-        let _ = r;
-    }
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < n {
-        parts.push(&piece[i..end[i]]);
-        i = end[i];
-    }
-    parts
-}
 
 pub struct TiktokenFile {
     name: String,
     encoder: FxHashMap<Vec<u8>, u32>,
     decoder: FxHashMap<u32, Vec<u8>>,
     regex: Regex,
+    /// The hand-written splitter, when `regex` is a pattern it reproduces.
+    fast: Option<Pattern>,
     nfc: bool,
 }
 
@@ -87,10 +28,8 @@ impl TiktokenFile {
     /// `special_tokens` (text, id) for decoding, and NFC normalization of input when `nfc`
     /// (Qwen's tokenizer normalizes before encoding).
     pub fn load(path: &Path, pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
-        let data = std::fs::read(path).map_err(|e| Error::Vocabulary {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let data =
+            std::fs::read(path).map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })?;
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         Self::from_bytes(&name, &data, pattern, special_tokens, nfc).map_err(|e| match e {
             Error::Value(reason) => Error::Vocabulary { path: path.to_path_buf(), reason },
@@ -99,7 +38,13 @@ impl TiktokenFile {
     }
 
     /// Parse vocabulary `data` already in memory. Errors are `Error::Value` with the line.
-    pub fn from_bytes(name: &str, data: &[u8], pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
+    pub fn from_bytes(
+        name: &str,
+        data: &[u8],
+        pattern: &str,
+        special_tokens: &[(String, u32)],
+        nfc: bool,
+    ) -> Result<Self> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut encoder = FxHashMap::default();
         for (lineno, line) in data.split(|&b| b == b'\n').enumerate() {
@@ -126,7 +71,9 @@ impl TiktokenFile {
         }
         // Byte-level BPE needs every single byte as a token, or merging would index a missing key.
         if let Some(b) = (0..=255u8).find(|b| !encoder.contains_key([*b].as_slice())) {
-            return Err(Error::Value(format!("the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary")));
+            return Err(Error::Value(format!(
+                "the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary"
+            )));
         }
         let mut decoder: FxHashMap<u32, Vec<u8>> = encoder.iter().map(|(k, v)| (*v, k.clone())).collect();
         if decoder.len() != encoder.len() {
@@ -136,7 +83,8 @@ impl TiktokenFile {
             decoder.insert(*id, text.as_bytes().to_vec());
         }
         let regex = Regex::new(pattern).map_err(|e| Error::Pattern(e.to_string()))?;
-        Ok(Self { name: name.to_string(), encoder, decoder, regex, nfc })
+        let fast = Pattern::recognize(pattern);
+        Ok(Self { name: name.to_string(), encoder, decoder, regex, fast, nfc })
     }
 
     fn normalized<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
@@ -150,6 +98,10 @@ impl TiktokenFile {
     /// Visit each piece of `text`'s split. A regex failure (fancy-regex's backtrack limit on
     /// pathological input) falls back to treating the rest as one piece rather than panicking.
     fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
+        if let Some(pattern) = self.fast {
+            Splitter::new(text, pattern).for_each(f);
+            return;
+        }
         let mut last = 0;
         for m in self.regex.find_iter(text) {
             match m {
@@ -190,15 +142,9 @@ impl TiktokenFile {
         }
     }
 
-    /// The BPE parts of a piece of 2+ bytes. tiktoken-rs's public split rescans every pair
-    /// per merge (quadratic): fine for words, minutes for a 100 KB run of Han characters or
-    /// spaces, so long pieces use the heap-based merge.
+    /// The BPE parts of a piece of 2+ bytes.
     fn split<'p>(&self, piece: &'p [u8]) -> Vec<&'p [u8]> {
-        if piece.len() < LONG_PIECE {
-            tiktoken_rs::byte_pair_split(piece, &self.encoder)
-        } else {
-            merge_long(piece, &self.encoder)
-        }
+        super::engine::bpe::split(piece, |b| self.encoder.get(b).copied())
     }
 }
 
@@ -280,28 +226,6 @@ mod tests {
         assert_eq!(t.decode_bytes(&ids).unwrap(), "héllo wörld\n\n".as_bytes());
         assert_eq!(t.decode_bytes(&[9999]).unwrap(), b"<|end|>");
         assert!(matches!(t.decode_bytes(&[123456]), Err(Error::UnknownToken(123456))));
-    }
-
-    #[test]
-    fn long_piece_merge_equals_tiktoken_merge() {
-        // A vocabulary with overlapping merges, so merge order matters.
-        let vocab = tiny_vocab(&[b"ab", b"bc", b"abc", b"ca", b"cab", b"aa", b"aaa", b"bcab", b"  ", b"    "]);
-        let t = TiktokenFile::from_bytes("tiny", &vocab, PAT, &[], false).unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for len in [2usize, 3, 5, 17, 99, 100, 130, 400, 1000] {
-            for _ in 0..40 {
-                let piece: Vec<u8> = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        b"abc  "[(seed % 5) as usize]
-                    })
-                    .collect();
-                let expected = tiktoken_rs::byte_pair_split(&piece, &t.encoder);
-                assert_eq!(merge_long(&piece, &t.encoder), expected, "piece {:?}", String::from_utf8_lossy(&piece));
-            }
-        }
     }
 
     #[test]

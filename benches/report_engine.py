@@ -1,0 +1,295 @@
+"""The counting engine against the fastest exact counters on PyPI, in one run (markdown out).
+
+    make bench-counting                      # release build, then this script
+    .venv/bin/python benches/report_engine.py --runs 5 --truncate-mb 10 100
+
+Corpora, built from what is installed (nothing downloaded):
+  * English prose: the paragraphs of Python's own documentation (``pydoc_data.topics``);
+  * source code: the standard library's ``.py`` files, one text per file (up to 2 MB);
+  * multilingual dialog: every conversation of ``chatterbot-corpus`` (28 languages).
+
+For each corpus and encoding (cl100k_base, o200k_base), every contender's counts are first
+compared with tiktoken ``encode_ordinary``; an inexact contender is reported, not timed.
+Then, each contender the same number of runs (best kept), on the same texts:
+  * single: one text per call on one thread (windowfit with its text cache off, so every
+    call tokenizes; the per-thread piece caches of windowfit and the peers stay warm, as
+    they would in a process that has counted before);
+  * batch: one call for the whole corpus, all cores;
+  * warm: windowfit with every text already in its cache.
+Truncation: head (and head_tail) of an N MB slice of the code corpus to 2,000 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import platform
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import windowfit as wf
+from _corpus import tiktoken_cl100k, tiktoken_o200k
+from report_counting import best
+
+ENCODINGS = ("cl100k_base", "o200k_base")
+
+
+# --------------------------------------------------------------------------- corpora
+
+
+def prose() -> list[str]:
+    from pydoc_data.topics import topics
+
+    return [p.strip() for doc in topics.values() for p in doc.split("\n\n") if p.strip()]
+
+
+def code(limit: int = 2_000_000) -> list[str]:
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    texts, size = [], 0
+    for path in sorted(lib.glob("*.py")) + sorted(lib.glob("*/*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        texts.append(text)
+        size += len(text.encode())
+        if size >= limit:
+            break
+    return texts
+
+
+def dialog() -> list[str]:
+    import chatterbot_corpus
+    import yaml
+
+    root = Path(chatterbot_corpus.__file__).parent / "data"
+    texts = []
+    for path in sorted(root.glob("*/*.yml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for conv in data.get("conversations") or []:
+            texts.append("\n".join(str(line) for line in conv))
+    return texts
+
+
+CORPORA: dict[str, Callable[[], list[str]]] = {
+    "English prose": prose,
+    "source code": code,
+    "multilingual dialog": dialog,
+}
+
+# --------------------------------------------------------------------------- contenders
+
+
+def tiktoken_file(ref: Any, name: str, folder: Path) -> Path:
+    """The encoding's ranks as a .tiktoken file, for peers that load one (gigatoken)."""
+    path = folder / f"{name}.tiktoken"
+    if not path.exists():
+        ranks = sorted(ref._mergeable_ranks.items(), key=lambda kv: kv[1])
+        path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks))
+    return path
+
+
+def contenders(name: str, ref: Any, folder: Path) -> dict[str, dict[str, Callable[..., Any]]]:
+    """Per contender: ``single(text) -> count`` and ``batch(texts) -> counts``."""
+    out: dict[str, dict[str, Callable[..., Any]]] = {
+        "tiktoken": {
+            "single": lambda t: len(ref.encode_ordinary(t)),
+            "batch": lambda ts: [len(x) for x in ref.encode_ordinary_batch(ts)],
+        }
+    }
+    try:
+        import quicktok
+
+        qt = quicktok.get_encoding(name)
+        out["quicktok-v1"] = {
+            "single": qt.count,
+            "batch": lambda ts: [int(n) for n in quicktok.count_batch(qt, ts)],
+        }
+    except Exception as e:  # a missing peer is reported, not fatal
+        print(f"quicktok-v1 unavailable: {e}", file=sys.stderr)
+    try:
+        import toktok
+
+        out["toktok-rs"] = {
+            "single": lambda t: toktok.batch_count([t], name, threads=1)[0],
+            "batch": lambda ts: toktok.batch_count(ts, name),
+        }
+    except Exception as e:
+        print(f"toktok-rs unavailable: {e}", file=sys.stderr)
+    try:
+        import gigatoken
+
+        gt = gigatoken.Tokenizer.from_tiktoken(str(tiktoken_file(ref, name, folder))).as_tiktoken()
+        out["gigatoken"] = {
+            "single": lambda t: len(gt.encode_ordinary(t)),
+            "batch": lambda ts: [len(x) for x in gt.encode_ordinary_batch(ts)],
+        }
+    except Exception as e:
+        print(f"gigatoken unavailable: {e}", file=sys.stderr)
+    cold = wf.Counter(encoding=name, cache_entries=0)
+    out["windowfit"] = {"single": cold.count, "batch": cold.count_many}
+    return out
+
+
+def exact(fn: Callable[..., Any], texts: list[str], expected: list[int]) -> str | None:
+    """None when ``fn`` counts every text as tiktoken does, else why not."""
+    try:
+        got = list(fn(texts))
+    except Exception as e:
+        return f"raises {type(e).__name__}"
+    bad = sum(a != b for a, b in zip(got, expected))
+    return f"{bad} of {len(texts)} counts differ" if bad else None
+
+
+def counting_tables(runs: int) -> str:
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ENCODINGS:
+            ref = tiktoken_cl100k() if name == "cl100k_base" else tiktoken_o200k()
+            peers = contenders(name, ref, Path(tmp))
+            for label, build in CORPORA.items():
+                texts = build()
+                mb = sum(len(t.encode()) for t in texts) / 1e6
+                expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
+                rows: list[tuple[str, str, float | None]] = []
+                notes = []
+                for who, fns in peers.items():
+                    single = fns["single"]
+                    why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
+                    if why is None:
+                        why = exact(fns["batch"], texts, expected)
+                    if why is not None:
+                        notes.append(f"{who}: not exact ({why}), not timed")
+                        continue
+                    t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
+                    tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
+                    rows.append((who, "single", t1))
+                    rows.append((who, "batch", tb))
+                warm = wf.Counter(encoding=name, cache_entries=2_000_000)
+                warm.count_many(texts)
+                tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
+                assert got == expected
+                rows.append(("windowfit", "warm (text cache hits)", tw))
+                lines += table(name, label, texts, mb, rows, notes, runs)
+    return "\n".join(lines)
+
+
+def table(
+    name: str,
+    label: str,
+    texts: list[str],
+    mb: float,
+    rows: list[tuple[str, str, float | None]],
+    notes: list[str],
+    runs: int,
+) -> list[str]:
+    ours = {mode: t for who, mode, t in rows if who == "windowfit"}
+    out = [
+        f"**{name}, {label}**: {len(texts):,} texts, {mb:.2f} MB; best of {runs} runs each.",
+        "",
+        "| counter | mode | time | MB/s | its time / windowfit's |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for who, mode, t in rows:
+        assert t is not None
+        mine = ours.get(mode)
+        ratio = f"{t / mine:.2f}x" if mine and who != "windowfit" else ""
+        out.append(f"| {who} | {mode} | {t * 1e3:,.1f} ms | {mb / t:,.0f} | {ratio} |")
+    out += [f"- {n}" for n in notes]
+    out.append("")
+    return out
+
+
+# --------------------------------------------------------------------------- truncation
+
+
+def truncation_table(sizes_mb: list[int], runs: int, limit: int = 2_000) -> str:
+    source = "".join(code())
+    out = [
+        f"Truncating source code to {limit:,} tokens (cl100k_base), best of {runs} runs each.",
+        "",
+        "| input | contender | time | its time / windowfit head's |",
+        "|---|---|---:|---:|",
+    ]
+    ref = tiktoken_cl100k()
+    for size in sizes_mb:
+        text = (source * (size * 1_000_000 // len(source) + 1))[: size * 1_000_000]
+        counter = wf.Counter(encoding="cl100k_base", cache_entries=0)
+        rows = []
+        for direction in ("head", "head_tail"):
+            t, r = best(
+                lambda d=direction, x=text, c=counter: wf.truncate(
+                    x, limit, direction=d, counter=c
+                ),
+                runs,
+            )
+            kept = ref.encode_ordinary(r.text)
+            assert len(kept) <= limit, (direction, len(kept))
+            rows.append((f"windowfit `truncate(direction={direction!r})`", t))
+        try:
+            import toktok
+
+            t, (kept_text, _) = best(lambda x=text: toktok.truncate(x, limit, "cl100k_base"), runs)
+            assert len(ref.encode_ordinary(kept_text)) <= limit
+            rows.append(("toktok-rs `truncate` (head)", t))
+        except ImportError:
+            pass
+        if size <= 10:
+            t, _ = best(lambda x=text: ref.decode(ref.encode_ordinary(x)[:limit]), 1)
+            rows.append(("tiktoken encode + decode (1 run)", t))
+        head = rows[0][1]
+        for who, t in rows:
+            out.append(f"| {size} MB | {who} | {t * 1e3:,.1f} ms | {t / head:.2f}x |")
+    return "\n".join(out)
+
+
+FIRST_USE = r"""
+import sys, time
+import windowfit as wf
+t = time.perf_counter()
+wf.Counter(encoding=sys.argv[1], cache_entries=0).count("x")
+print(time.perf_counter() - t)
+"""
+
+
+def first_use_table(runs: int) -> str:
+    """Time from nothing loaded to the first count, each in a fresh process (best of runs)."""
+    import subprocess
+
+    out = ["| encoding | first count in a fresh process |", "|---|---:|"]
+    for name in ENCODINGS:
+        times = [
+            float(subprocess.check_output([sys.executable, "-c", FIRST_USE, name], text=True))
+            for _ in range(runs)
+        ]
+        out.append(f"| {name} | {min(times) * 1e3:,.1f} ms |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--truncate-mb", type=int, nargs="*", default=[10, 100])
+    ap.add_argument("--skip-counting", action="store_true")
+    args = ap.parse_args()
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; batch calls use every core.\n"
+    )
+    print(first_use_table(args.runs))
+    if not args.skip_counting:
+        print(counting_tables(args.runs))
+    if args.truncate_mb:
+        print(truncation_table(args.truncate_mb, args.runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+//! Byte-pair merging of one pre-tokenizer piece, with tiktoken's exact result: repeatedly
+//! merge the adjacent pair of lowest rank, the leftmost among equal ranks.
+//!
+//! Short pieces (nearly all) rescan their few pair ranks per merge; long ones (a 1 MB run of
+//! one letter is a single piece) use a heap so the cost stays O(n log n).
+
+/// Pieces at least this long are merged with the heap.
+pub const LONG_PIECE: usize = 128;
+
+const NONE: u32 = u32::MAX;
+
+/// The BPE parts of `piece` (2+ bytes), every part a token: `rank` must know every single
+/// byte, which byte-level vocabularies guarantee.
+pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
+    if piece.len() >= LONG_PIECE {
+        return merge_long(piece, &rank);
+    }
+    let n = piece.len();
+    if n < 2 {
+        return vec![piece];
+    }
+    // parts[k] = (start, rank of the pair starting at part k); two sentinels at the end.
+    let mut parts: Vec<(usize, u32)> = Vec::with_capacity(n + 1);
+    for i in 0..n.saturating_sub(1) {
+        parts.push((i, rank(&piece[i..i + 2]).unwrap_or(NONE)));
+    }
+    parts.push((n - 1, NONE));
+    parts.push((n, NONE));
+    let pair_rank = |parts: &[(usize, u32)], k: usize| -> u32 {
+        if k + 3 < parts.len() {
+            rank(&piece[parts[k].0..parts[k + 3].0]).unwrap_or(NONE)
+        } else {
+            NONE
+        }
+    };
+    loop {
+        let mut best = (NONE, 0);
+        for (k, &(_, r)) in parts[..parts.len() - 1].iter().enumerate() {
+            if r < best.0 {
+                best = (r, k);
+            }
+        }
+        if best.0 == NONE {
+            break;
+        }
+        let k = best.1;
+        // Merging parts k and k+1: the pairs that change are (k-1, k) and (k, k+2).
+        parts[k].1 = pair_rank(&parts, k);
+        if k > 0 {
+            parts[k - 1].1 = pair_rank(&parts, k - 1);
+        }
+        parts.remove(k + 1);
+    }
+    parts.windows(2).map(|w| &piece[w[0].0..w[1].0]).collect()
+}
+
+/// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
+/// candidate pairs, and stale entries (a part that has since changed) are skipped.
+fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    // Positions are u32, so a byte of the piece costs 9 bytes of links plus 12 per heap
+    // entry (41 with usize). A piece over 4 GB is merged in 4 GB parts, which may differ
+    // from one whole merge at the seam: a bounded overcount, never a panic.
+    const MAX: usize = u32::MAX as usize;
+    if piece.len() > MAX {
+        let (a, b) = piece.split_at(MAX);
+        let mut parts = merge_long(a, rank);
+        parts.extend(merge_long(b, rank));
+        return parts;
+    }
+    let n = piece.len() as u32;
+    // Part i spans [i, end[i]); prev links the live parts by their start.
+    let mut end: Vec<u32> = (1..=n).collect();
+    let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut live = vec![true; n as usize];
+    let rank_of = |a: u32, b_end: u32| rank(&piece[a as usize..b_end as usize]);
+    let mut heap = BinaryHeap::new();
+    for i in 0..n.saturating_sub(1) {
+        if let Some(r) = rank_of(i, i + 2) {
+            heap.push(Reverse((r, i, i + 2)));
+        }
+    }
+    while let Some(Reverse((_, start, pair_end))) = heap.pop() {
+        // Valid only if `start` is live and its pair still spans exactly [start, pair_end).
+        if !live[start as usize] {
+            continue;
+        }
+        let mid = end[start as usize];
+        if mid >= n || end[mid as usize] != pair_end || !live[mid as usize] {
+            continue;
+        }
+        live[mid as usize] = false;
+        end[start as usize] = pair_end;
+        if pair_end < n {
+            prev[pair_end as usize] = start;
+        }
+        // New candidate pairs: (prev, merged) and (merged, next).
+        let p = prev[start as usize];
+        if p < n {
+            if let Some(r) = rank_of(p, pair_end) {
+                heap.push(Reverse((r, p, pair_end)));
+            }
+        }
+        if pair_end < n {
+            let next_end = end[pair_end as usize];
+            if let Some(r) = rank_of(start, next_end) {
+                heap.push(Reverse((r, start, next_end)));
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < n {
+        parts.push(&piece[i as usize..end[i as usize] as usize]);
+        i = end[i as usize];
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustc_hash::FxHashMap;
+
+    #[test]
+    fn both_merges_equal_tiktoken_rs() {
+        // A vocabulary with overlapping merges, so merge order matters.
+        let mut ranks: FxHashMap<Vec<u8>, u32> = (0..=255u8).map(|b| (vec![b], b as u32)).collect();
+        for (i, t) in
+            [&b"ab"[..], b"bc", b"abc", b"ca", b"cab", b"aa", b"aaa", b"bcab", b"  ", b"    "].iter().enumerate()
+        {
+            ranks.insert(t.to_vec(), 256 + i as u32);
+        }
+        let rank = |b: &[u8]| ranks.get(b).copied();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in [2usize, 3, 5, 17, 99, 127, 128, 130, 400, 1000] {
+            for _ in 0..40 {
+                let piece: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        b"abc  "[(seed % 5) as usize]
+                    })
+                    .collect();
+                let expected = tiktoken_rs::byte_pair_split(&piece, &ranks);
+                assert_eq!(split(&piece, rank), expected, "piece {:?}", String::from_utf8_lossy(&piece));
+                assert_eq!(merge_long(&piece, &rank), expected);
+            }
+        }
+    }
+}

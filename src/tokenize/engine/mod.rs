@@ -1,0 +1,205 @@
+//! The counting engine for byte-level BPE vocabularies whose pre-tokenizer pattern it knows
+//! by heart (cl100k_base, o200k_base).
+//!
+//! Per piece of the hand-written split ([`split`]), in order of cost:
+//! 1. the piece is one token (a word with its leading space, usually): one probe of the
+//!    vocabulary, which doubles as a cache pre-seeded with every token;
+//! 2. the piece was merged before on this thread: one probe of a per-thread cache of short
+//!    pieces packed inline (no allocation, no lock);
+//! 3. byte-pair merge ([`bpe`]).
+//!
+//! Counting never builds ids, and `count_until` stops once a limit is passed.
+
+pub mod bpe;
+pub mod classes;
+pub mod split;
+pub mod vocab;
+
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
+
+pub use split::{Pattern, Splitter};
+pub use vocab::Vocab;
+use vocab::{pack, SHORT};
+
+/// Cached short pieces per thread and vocabulary before that cache is emptied (a quarter of
+/// this for longer pieces): a few MB, and far more distinct multi-token pieces than a
+/// working set of agent text holds.
+const CACHE_ENTRIES: usize = 1 << 17;
+
+/// Vocabularies the per-thread caches are kept apart for (one slot each).
+pub const SLOTS: usize = 2;
+
+/// Longer pieces (indentation, rules of `=`, long words) are cached by their bytes up to
+/// this length; past it a piece is rare enough, and its merge long enough, not to bother.
+const LONG_CACHED: usize = 256;
+
+/// One thread's caches for one vocabulary: short pieces packed inline, longer ones by bytes.
+#[derive(Default)]
+struct PieceCache {
+    short: FxHashMap<u128, u32>,
+    long: FxHashMap<Box<[u8]>, u32>,
+}
+
+thread_local! {
+    static PIECES: [RefCell<PieceCache>; SLOTS] = Default::default();
+}
+
+/// Texts this long are counted in chunks on all cores.
+const PARALLEL_MIN: usize = 1 << 20;
+const PARALLEL_CHUNK: usize = 256 << 10;
+
+/// `text` cut into chunks of about `size` bytes at places no piece of either pattern
+/// crosses: between a line break and an ASCII letter. A line break ends every piece that
+/// holds it (whitespace pieces end at their last break; punctuation takes breaks only up to
+/// the next non-break), and a letter piece's optional prefix is never a break. A text with
+/// no such place stays whole.
+pub fn chunks(text: &str, size: usize) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len() / size + 1);
+    let mut start = 0;
+    while b.len() - start > size {
+        let from = start + size;
+        let cut = b[from..].windows(2).position(|w| (w[0] == b'\n' || w[0] == b'\r') && w[1].is_ascii_alphabetic());
+        match cut {
+            Some(k) => {
+                out.push(&text[start..from + k + 1]);
+                start = from + k + 1;
+            }
+            None => break,
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// A vocabulary with its pattern: everything counting and encoding need.
+#[derive(Clone, Copy)]
+pub struct Engine {
+    pub pattern: Pattern,
+    pub vocab: &'static Vocab,
+    /// Which per-thread cache this vocabulary uses.
+    pub slot: usize,
+}
+
+impl Engine {
+    pub fn pieces<'t>(&self, text: &'t str) -> Splitter<'t> {
+        Splitter::new(text, self.pattern)
+    }
+
+    #[inline(always)]
+    fn rank(&self, bytes: &[u8]) -> Option<u32> {
+        self.vocab.rank(bytes)
+    }
+
+    /// Tokens of a piece longer than a packed key.
+    fn count_long(&self, cache: &mut PieceCache, piece: &[u8]) -> usize {
+        if self.rank(piece).is_some() {
+            return 1;
+        }
+        if piece.len() > LONG_CACHED {
+            return bpe::split(piece, |b| self.rank(b)).len();
+        }
+        if let Some(&n) = cache.long.get(piece) {
+            return n as usize;
+        }
+        let n = bpe::split(piece, |b| self.rank(b)).len();
+        if cache.long.len() >= CACHE_ENTRIES / 4 {
+            cache.long.clear();
+        }
+        cache.long.insert(piece.into(), n as u32);
+        n
+    }
+
+    #[inline(always)]
+    fn count_piece_with(&self, cache: &mut PieceCache, piece: &[u8]) -> usize {
+        if piece.len() > SHORT {
+            return self.count_long(cache, piece);
+        }
+        let key = pack(piece);
+        if self.vocab.rank_packed(key).is_some() {
+            return 1;
+        }
+        if let Some(&n) = cache.short.get(&key) {
+            return n as usize;
+        }
+        let n = bpe::split(piece, |b| self.rank(b)).len();
+        if cache.short.len() >= CACHE_ENTRIES {
+            cache.short.clear();
+        }
+        cache.short.insert(key, n as u32);
+        n
+    }
+
+    fn with_cache<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
+        PIECES.with(|slots| f(&mut slots[self.slot].borrow_mut()))
+    }
+
+    pub fn count_piece(&self, piece: &str) -> usize {
+        self.with_cache(|cache| self.count_piece_with(cache, piece.as_bytes()))
+    }
+
+    pub fn count(&self, text: &str) -> usize {
+        if text.len() >= PARALLEL_MIN {
+            use rayon::prelude::*;
+            return chunks(text, PARALLEL_CHUNK).par_iter().map(|c| self.count_serial(c)).sum();
+        }
+        self.count_serial(text)
+    }
+
+    fn count_serial(&self, text: &str) -> usize {
+        self.with_cache(|cache| self.pieces(text).map(|p| self.count_piece_with(cache, p.as_bytes())).sum())
+    }
+
+    /// The count of `text` if it is at most `limit`, else `None`, having read only as far
+    /// as the piece that passed the limit.
+    pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        self.with_cache(|cache| {
+            let mut n = 0;
+            for p in self.pieces(text) {
+                n += self.count_piece_with(cache, p.as_bytes());
+                if n > limit {
+                    return None;
+                }
+            }
+            Some(n)
+        })
+    }
+
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        for piece in self.pieces(text) {
+            let b = piece.as_bytes();
+            match self.rank(b) {
+                Some(r) => out.push(r),
+                None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::{Backend, OpenAiEncoding};
+
+    #[test]
+    fn chunked_count_equals_serial_count() {
+        let unit =
+            "fn main() {\n    let x = 42; // the answer\n}\nWord after break.\r\nZ  \n\n  \nétat 中文\n'quoted'\n";
+        let text = unit.repeat((PARALLEL_MIN / unit.len()) * 3);
+        let parts = chunks(&text, PARALLEL_CHUNK);
+        assert!(parts.len() > 4);
+        assert_eq!(parts.concat(), text);
+        for name in ["cl100k_base", "o200k_base"] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            let serial: usize = enc.pieces(&text).unwrap().map(|p| enc.count_piece(p)).sum();
+            assert_eq!(enc.count(&text), serial, "{name}");
+            assert_eq!(enc.encode(&text).unwrap().len(), serial, "{name}");
+        }
+        // No cut point: one chunk.
+        assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
+    }
+}

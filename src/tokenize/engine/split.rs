@@ -1,0 +1,372 @@
+//! A hand-written pre-tokenizer for the cl100k_base and o200k_base patterns.
+//!
+//! A regex engine spends most of its time deciding between alternatives the text's next
+//! character already settles. Here each piece is found by looking at the character class of
+//! the first one or two characters and then scanning one run, reproducing exactly what the
+//! leftmost-first, backtracking regex would match (the cases below follow the patterns'
+//! alternatives in order; `tests` check them against the regex itself).
+//!
+//! cl100k_base: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
+//!   ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s`
+//! o200k_base: `[^\r\n\p{L}\p{N}]?[UPPER]*[LOWER]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+//!   [^\r\n\p{L}\p{N}]?[UPPER]+[LOWER]*(?i:'s|...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
+//!   \s*[\r\n]+|\s+(?!\S)|\s+` with UPPER = `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and
+//!   LOWER = `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
+
+use super::classes::{Classes, CASELESS, LETTER, LOWER, NUMBER, SPACE, UPPER};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    Cl100k,
+    O200k,
+    /// Qwen's classic pattern: cl100k's with one digit per number and no `\s++$`.
+    Qwen,
+}
+
+pub const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+pub const O200K: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+);
+pub const QWEN: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+impl Pattern {
+    /// The hand-written splitter equal to the regex `pattern`, if there is one.
+    pub fn recognize(pattern: &str) -> Option<Pattern> {
+        match pattern {
+            CL100K => Some(Pattern::Cl100k),
+            O200K => Some(Pattern::O200k),
+            QWEN => Some(Pattern::Qwen),
+            _ => None,
+        }
+    }
+}
+
+/// Decode the scalar starting at byte `i` of valid UTF-8: (code point, byte length).
+#[inline(always)]
+fn char_at(b: &[u8], i: usize) -> (u32, usize) {
+    let b0 = b[i] as u32;
+    if b0 < 0x80 {
+        (b0, 1)
+    } else if b0 < 0xE0 {
+        (((b0 & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F), 2)
+    } else if b0 < 0xF0 {
+        (((b0 & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F), 3)
+    } else {
+        (
+            ((b0 & 0x07) << 18)
+                | ((b[i + 1] as u32 & 0x3F) << 12)
+                | ((b[i + 2] as u32 & 0x3F) << 6)
+                | (b[i + 3] as u32 & 0x3F),
+            4,
+        )
+    }
+}
+
+const A_SET: u8 = UPPER | CASELESS;
+const B_SET: u8 = LOWER | CASELESS;
+
+pub struct Splitter<'t> {
+    text: &'t str,
+    pos: usize,
+    pattern: Pattern,
+    classes: &'static Classes,
+}
+
+impl<'t> Splitter<'t> {
+    pub fn new(text: &'t str, pattern: Pattern) -> Self {
+        Self { text, pos: 0, pattern, classes: Classes::get() }
+    }
+
+    /// Class of the scalar at `i` (0 past the end) and its byte length.
+    #[inline(always)]
+    fn class_at(&self, i: usize) -> (u8, u32, usize) {
+        let b = self.text.as_bytes();
+        if i >= b.len() {
+            return (0, u32::MAX, 0);
+        }
+        let (c, n) = char_at(b, i);
+        (self.classes.of(c), c, n)
+    }
+
+    /// End of the run of scalars whose class has a bit of `set`, from `i`.
+    #[inline(always)]
+    fn run(&self, mut i: usize, set: u8) -> usize {
+        let b = self.text.as_bytes();
+        while i < b.len() {
+            let c = b[i];
+            if c < 0x80 {
+                if super::classes::ASCII[c as usize] & set == 0 {
+                    break;
+                }
+                i += 1;
+            } else {
+                let (c, n) = char_at(b, i);
+                if self.classes.of(c) & set == 0 {
+                    break;
+                }
+                i += n;
+            }
+        }
+        i
+    }
+
+    /// End of the run of "other" scalars (not letter, number or space) from `i`.
+    #[inline(always)]
+    fn other_run(&self, mut i: usize) -> usize {
+        let b = self.text.as_bytes();
+        while i < b.len() {
+            let (cls, _, n) = self.class_at(i);
+            if cls & (LETTER | NUMBER | SPACE) != 0 {
+                break;
+            }
+            i += n;
+        }
+        i
+    }
+
+    /// End of the run of bytes in `set` (ASCII only) from `i`.
+    #[inline(always)]
+    fn byte_run(&self, mut i: usize, set: &[u8]) -> usize {
+        let b = self.text.as_bytes();
+        while i < b.len() && set.contains(&b[i]) {
+            i += 1;
+        }
+        i
+    }
+
+    /// Length of an English contraction (`'s`, `'ll`, ... any case) at `i`, or 0.
+    /// `short` lists the one-letter ones; `ſ` (U+017F) case-folds to `s`.
+    #[inline(always)]
+    fn contraction(&self, i: usize, short: &[u8]) -> usize {
+        let b = &self.text.as_bytes()[i..];
+        if b.first() != Some(&b'\'') {
+            return 0;
+        }
+        match b.get(1).map(u8::to_ascii_lowercase) {
+            Some(c) if short.contains(&c) => 2,
+            Some(b'l') if b.get(2).map(u8::to_ascii_lowercase) == Some(b'l') => 3,
+            Some(b'v') | Some(b'r') if b.get(2).map(u8::to_ascii_lowercase) == Some(b'e') => 3,
+            _ if b.len() >= 3 && b[1] == 0xC5 && b[2] == 0xBF => 3,
+            _ => 0,
+        }
+    }
+
+    /// Whitespace alternatives shared by both patterns, at `i` (a space character).
+    /// `to_end`: cl100k's `\s++$` comes first and takes a final run whole.
+    #[inline(always)]
+    fn spaces(&self, i: usize, to_end: bool) -> usize {
+        let b = self.text.as_bytes();
+        let j = self.run(i, SPACE);
+        if to_end && j == b.len() {
+            return j;
+        }
+        // `\s*[\r\n]`: up to and including the run's last line break.
+        if let Some(q) = b[i..j].iter().rposition(|&c| c == b'\r' || c == b'\n') {
+            return i + q + 1;
+        }
+        if j == b.len() {
+            return j;
+        }
+        // `\s+(?!\S)`: the run less its last scalar, when that leaves something.
+        let last = self.text[i..j].chars().next_back().map_or(1, char::len_utf8);
+        if j - last > i {
+            j - last
+        } else {
+            j
+        }
+    }
+
+    /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`).
+    fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
+        let (cls, c, n) = self.class_at(i);
+        if c == u32::from(b'\'') {
+            let k = self.contraction(i, b"sdmt");
+            if k > 0 {
+                return i + k;
+            }
+        }
+        if cls & LETTER != 0 {
+            return self.run(i + n, LETTER);
+        }
+        if cls & NUMBER == 0 && c != u32::from(b'\r') && c != u32::from(b'\n') {
+            let (next, _, _) = self.class_at(i + n);
+            if next & LETTER != 0 {
+                return self.run(i + n, LETTER);
+            }
+        }
+        if cls & NUMBER != 0 {
+            return if qwen { i + n } else { self.digits(i + n) };
+        }
+        if let Some(j) = self.punctuation(i, cls, c, n) {
+            return self.byte_run(j, b"\r\n");
+        }
+        self.spaces(i, !qwen)
+    }
+
+    /// `\p{N}{1,3}` after the first number.
+    #[inline(always)]
+    fn digits(&self, mut j: usize) -> usize {
+        for _ in 0..2 {
+            let (cls, _, n) = self.class_at(j);
+            if cls & NUMBER == 0 {
+                break;
+            }
+            j += n;
+        }
+        j
+    }
+
+    /// ` ?[^\s\p{L}\p{N}]+`: the end of the run, when the piece is punctuation.
+    #[inline(always)]
+    fn punctuation(&self, i: usize, cls: u8, c: u32, n: usize) -> Option<usize> {
+        if cls & (LETTER | NUMBER | SPACE) == 0 {
+            return Some(self.other_run(i + n));
+        }
+        if c == u32::from(b' ') {
+            let (next, _, _) = self.class_at(i + 1);
+            if i + 1 < self.text.len() && next & (LETTER | NUMBER | SPACE) == 0 {
+                return Some(self.other_run(i + 1));
+            }
+        }
+        None
+    }
+
+    /// o200k's `[UPPER]*[LOWER]+` from `p`, with the regex's backtracking: the greedy
+    /// upper run, then the lower run after it, or else the run cut back to its last scalar
+    /// that is also in LOWER.
+    fn upper_lower(&self, p: usize) -> Option<usize> {
+        let k = self.run(p, A_SET);
+        let (cls, _, _) = self.class_at(k);
+        if cls & LOWER != 0 {
+            return Some(self.run(k, B_SET));
+        }
+        let mut end = None;
+        let mut i = p;
+        while i < k {
+            let (cls, _, n) = self.class_at(i);
+            if cls & B_SET != 0 {
+                end = Some(i + n);
+            }
+            i += n;
+        }
+        end
+    }
+
+    /// o200k's `[UPPER]+[LOWER]*` from `p`.
+    fn upper_then_lower(&self, p: usize) -> Option<usize> {
+        let k = self.run(p, A_SET);
+        (k > p).then(|| self.run(k, B_SET))
+    }
+
+    fn next_o200k(&self, i: usize) -> usize {
+        let (cls, c, n) = self.class_at(i);
+        let prefix = cls & (LETTER | NUMBER) == 0 && c != u32::from(b'\r') && c != u32::from(b'\n');
+        // The two letter alternatives, each first with the optional prefix taken, then
+        // without it (which only matters when the prefix is itself a mark).
+        let word = |alt: &dyn Fn(usize) -> Option<usize>| {
+            if prefix {
+                alt(i + n).or_else(|| if cls & CASELESS != 0 { alt(i) } else { None })
+            } else {
+                alt(i)
+            }
+        };
+        if cls & NUMBER == 0 {
+            if let Some(end) = word(&|p| self.upper_lower(p)).or_else(|| word(&|p| self.upper_then_lower(p))) {
+                return end + self.contraction(end, b"stmd");
+            }
+        }
+        if cls & NUMBER != 0 {
+            return self.digits(i + n);
+        }
+        if let Some(j) = self.punctuation(i, cls, c, n) {
+            return self.byte_run(j, b"\r\n/");
+        }
+        self.spaces(i, false)
+    }
+}
+
+impl<'t> Iterator for Splitter<'t> {
+    type Item = &'t str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'t str> {
+        let i = self.pos;
+        if i >= self.text.len() {
+            return None;
+        }
+        let end = match self.pattern {
+            Pattern::Cl100k => self.next_cl100k(i, false),
+            Pattern::Qwen => self.next_cl100k(i, true),
+            Pattern::O200k => self.next_o200k(i),
+        };
+        debug_assert!(end > i && self.text.is_char_boundary(end));
+        self.pos = end;
+        Some(&self.text[i..end])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
+        [fancy_regex::Regex::new(CL100K).unwrap(), fancy_regex::Regex::new(O200K).unwrap()]
+    });
+
+    fn by_regex(re: &fancy_regex::Regex, text: &str) -> Vec<String> {
+        re.find_iter(text).map(|m| m.unwrap().as_str().to_string()).collect()
+    }
+
+    fn check(text: &str) {
+        for (pattern, regex) in [(Pattern::Cl100k, &REGEXES[0]), (Pattern::O200k, &REGEXES[1])] {
+            let ours: Vec<&str> = Splitter::new(text, pattern).collect();
+            assert_eq!(ours, by_regex(regex, text), "{pattern:?} on {text:?}");
+        }
+    }
+
+    #[test]
+    fn known_texts() {
+        for text in [
+            "hello world",
+            "Hello, World! It's 2024; we've 12345 items.\n\n  Next   line\t\r\n",
+            "don't STOP'S 'll 'LL 'ſ x'ſ",
+            "a\n  ",
+            "  \n \n  x",
+            "fn main() {\n    println!(\"hi   there\");\n}\n\n  ",
+            "上下文窗口 fits 128K tokens 🙂\n\tdone",
+            "e\u{301}\u{301}x \u{301}ab \u{301}\u{301} AʰB ǅa Σσ",
+            "path/to/file.rs//\n/x",
+            " \u{3000} \u{a0}a",
+            "",
+            " ",
+            "\n",
+            "''''",
+            "١٢٣٤٥ ⅫⅫⅫⅫ",
+        ] {
+            check(text);
+        }
+    }
+
+    #[test]
+    fn random_texts_from_a_tricky_alphabet() {
+        let alphabet: Vec<char> =
+            " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é".chars().collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 1..40 {
+            for _ in 0..300 {
+                let text: String = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        alphabet[(seed % alphabet.len() as u64) as usize]
+                    })
+                    .collect();
+                check(&text);
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The embedded vocabularies: token bytes by rank, and the rank of given bytes.
+//!
+//! Each is stored deflated (see `data/pack.py`: a length byte and the raw bytes per token,
+//! in rank order) and expanded on first use. Tokens of up to 15 bytes, nearly all of them,
+//! are looked up by their bytes packed into one `u128` with the length, so a lookup is one
+//! integer hash and compare, no pointer chase.
+
+use rustc_hash::FxHashMap;
+
+/// Bytes a packed key holds.
+pub const SHORT: usize = 15;
+
+/// `bytes` (at most `SHORT`) and their length in one integer. Padding is zero, and the
+/// length byte tells "a" from "a\0".
+#[inline(always)]
+pub fn pack(bytes: &[u8]) -> u128 {
+    debug_assert!(bytes.len() <= SHORT);
+    let mut b = [0u8; 16];
+    b[..bytes.len()].copy_from_slice(bytes);
+    b[15] = bytes.len() as u8;
+    u128::from_le_bytes(b)
+}
+
+pub struct Vocab {
+    /// Token bytes by rank, slices of one leaked buffer.
+    tokens: Vec<&'static [u8]>,
+    short: FxHashMap<u128, u32>,
+    long: FxHashMap<&'static [u8], u32>,
+}
+
+impl Vocab {
+    /// Expand `packed` (deflated, see the module doc). Panics on corrupt data: it is
+    /// embedded at build time and checked by the tests, never read from outside.
+    pub fn unpack(packed: &[u8]) -> Self {
+        let raw = miniz_oxide::inflate::decompress_to_vec_zlib(packed).expect("embedded vocabulary inflates");
+        let raw: &'static [u8] = Box::leak(raw.into_boxed_slice());
+        let mut tokens = Vec::with_capacity(raw.len() / 7);
+        let mut i = 0;
+        while i < raw.len() {
+            let n = raw[i] as usize;
+            tokens.push(&raw[i + 1..i + 1 + n]);
+            i += 1 + n;
+        }
+        let mut short = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
+        let mut long = FxHashMap::default();
+        for (rank, &t) in tokens.iter().enumerate() {
+            if t.len() <= SHORT {
+                short.insert(pack(t), rank as u32);
+            } else {
+                long.insert(t, rank as u32);
+            }
+        }
+        Self { tokens, short, long }
+    }
+
+    /// The bytes of token `rank`, if it exists.
+    #[inline]
+    pub fn bytes(&self, rank: u32) -> Option<&'static [u8]> {
+        self.tokens.get(rank as usize).copied()
+    }
+
+    /// The rank of `bytes`, if they are one token.
+    #[inline(always)]
+    pub fn rank(&self, bytes: &[u8]) -> Option<u32> {
+        if bytes.len() <= SHORT {
+            self.short.get(&pack(bytes)).copied()
+        } else {
+            self.long.get(bytes).copied()
+        }
+    }
+
+    /// The rank of the short `bytes` already packed.
+    #[inline(always)]
+    pub fn rank_packed(&self, key: u128) -> Option<u32> {
+        self.short.get(&key).copied()
+    }
+}
