@@ -26,7 +26,6 @@ import logging
 import os
 import re
 import time
-import weakref
 from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
@@ -39,7 +38,7 @@ from windowfit.store._postgres_sql import (
     _RESERVE,
     _SCHEMA,
 )
-from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
+from windowfit.store._steps import Operation, StepStore, new_op_id, run_steps
 from windowfit.store.base import (
     SCHEMA_VERSION,
     ConflictError,
@@ -127,7 +126,7 @@ class PostgresStore(StepStore):
     The store creates its tables (and upgrades them from older windowfit versions) on first
     use. ``schema``: a Postgres schema to keep them in (created if missing). ``ttl``: sessions
     not written for that long are removed by ``cleanup()``. ``pool_size``: connections per
-    process (and per event loop for the async methods). ``timeout``: seconds to wait for a
+    process (the async methods run on worker threads over the same pool). ``timeout``: seconds to wait for a
     connection before raising StoreError. Requires ``psycopg[pool]`` (``windowfit[postgres]``).
     """
 
@@ -168,8 +167,6 @@ class PostgresStore(StepStore):
         self._pool: Any = None
         self._pool_pid = os.getpid()
         self._writes = 0
-        self._apools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]
-        self._apools = weakref.WeakKeyDictionary()
         self._schema_ready = False
         self._closed = False
 
@@ -206,32 +203,6 @@ class PostgresStore(StepStore):
             )
             self._pool.open(wait=False)
         return self._pool
-
-    async def _async_pool(self) -> Any:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        loop = asyncio.get_running_loop()
-        pool = self._apools.get(loop)
-        if pool is None:
-            configure = self._configure()
-
-            async def aconfigure(conn: Any) -> None:
-                if configure is not None:
-                    await conn.execute(f'SET search_path TO "{self.schema}"')
-                    await conn.commit()
-
-            pool = self._pool_mod.AsyncConnectionPool(
-                self.dsn,
-                min_size=1,
-                max_size=self._pool_size,
-                timeout=self._timeout,
-                configure=aconfigure if configure is not None else None,
-                open=False,
-                name="windowfit-async",
-            )
-            await pool.open(wait=False)
-            self._apools[loop] = pool
-        return pool
 
     def _map_error(self, exc: BaseException, session_id: str | None) -> StoreError:
         pg = self._psycopg
@@ -289,23 +260,10 @@ class PostgresStore(StepStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
-        pool = await self._async_pool()
-        for attempt in range(_ATTEMPTS):
-            try:
-                if not self._schema_ready:
-                    async with pool.connection() as conn:
-                        await arun_steps(self._op_schema(), lambda step: _aexecute(conn, step))
-                    self._schema_ready = True
-                async with pool.connection() as conn:
-                    return await arun_steps(make(), lambda step: _aexecute(conn, step))
-            except self._psycopg.Error as exc:
-                if attempt + 1 < _ATTEMPTS and self._retryable(exc):
-                    logger.warning("%r: %s; retrying on a new connection", self, exc)
-                    await asyncio.sleep(0.05 * 2**attempt)
-                    await pool.check()  # the other idle connections may have died with this one
-                    continue
-                raise self._map_error(exc, session_id) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        # The async twins run the one sync body on a worker thread over the thread-safe pool.
+        # A pool per event loop left psycopg's worker tasks behind when a loop ended
+        # (asyncio.run then waited on their cancellation for good).
+        return await asyncio.to_thread(self._drive, make, session_id)
 
     def close(self) -> None:
         self._closed = True
@@ -314,14 +272,7 @@ class PostgresStore(StepStore):
             self._pool = None
 
     async def aclose(self) -> None:
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover
-            loop = None
-        pool = self._apools.pop(loop, None) if loop is not None else None
-        if pool is not None:
-            await pool.close()
-        self.close()
+        await asyncio.to_thread(self.close)
 
     # ------------------------------------------------------------------ operations (generators)
 
@@ -691,14 +642,4 @@ def _execute(conn: Any, step: _Step) -> Any:
         return cur.fetchall()
     if fetch == "one":
         return cur.fetchone()
-    return None
-
-
-async def _aexecute(conn: Any, step: _Step) -> Any:
-    fetch, sql, params = step
-    cur = await (conn.execute(sql, params) if params is not None else conn.execute(sql))
-    if fetch == "all":
-        return await cur.fetchall()
-    if fetch == "one":
-        return await cur.fetchone()
     return None
