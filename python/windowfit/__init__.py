@@ -25,6 +25,7 @@ from windowfit.counting import (
     get_encoding,
 )
 from windowfit.errors import (
+    ArgumentTypeError,
     BudgetError,
     InvalidMessageError,
     MessageTypeError,
@@ -96,6 +97,7 @@ __all__ = [
     "register_model",
     "list_models",
     # errors
+    "ArgumentTypeError",
     "BudgetError",
     "InvalidMessageError",
     "MessageTypeError",
