@@ -231,10 +231,7 @@ impl Run {
         match self.class {
             Letter => {
                 let excess = self.chars.saturating_sub(LETTER_FREE) as f64;
-                let mut c = LETTER_RUN
-                    + LETTER_EXCESS * excess
-                    + LETTER_NON_ASCII * self.non_ascii as f64
-                    + LETTER_CAPS * self.caps as f64;
+                let mut c = LETTER_RUN + LETTER_EXCESS * excess + LETTER_NON_ASCII * self.non_ascii as f64 + LETTER_CAPS * self.caps as f64;
                 if !matches!(prev, Some(Space) | Some(Punct)) {
                     c += LETTER_BARE;
                 }

@@ -13,10 +13,11 @@ pub struct HfTokenizer {
 
 impl HfTokenizer {
     pub fn load(path: &Path) -> Result<Self> {
-        let data =
-            std::fs::read(path).map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })?;
-        Self::from_bytes(&path.display().to_string(), &data)
-            .map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })
+        let data = std::fs::read(path).map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })?;
+        Self::from_bytes(&path.display().to_string(), &data).map_err(|e| Error::Vocabulary {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
     }
 
     pub fn from_bytes(name: &str, data: &[u8]) -> Result<Self> {
@@ -25,7 +26,9 @@ impl HfTokenizer {
         // A counter must see every token: padding and truncation settings saved in the file
         // would change the count, so they are switched off.
         inner.with_padding(None);
-        inner.with_truncation(None).map_err(|e| Error::Value(format!("cannot disable truncation: {e}")))?;
+        inner
+            .with_truncation(None)
+            .map_err(|e| Error::Value(format!("cannot disable truncation: {e}")))?;
         Ok(Self { name: name.to_string(), inner })
     }
 }

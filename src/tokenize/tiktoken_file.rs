@@ -87,8 +87,10 @@ impl TiktokenFile {
     /// `special_tokens` (text, id) for decoding, and NFC normalization of input when `nfc`
     /// (Qwen's tokenizer normalizes before encoding).
     pub fn load(path: &Path, pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
-        let data =
-            std::fs::read(path).map_err(|e| Error::Vocabulary { path: path.to_path_buf(), reason: e.to_string() })?;
+        let data = std::fs::read(path).map_err(|e| Error::Vocabulary {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
         let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         Self::from_bytes(&name, &data, pattern, special_tokens, nfc).map_err(|e| match e {
             Error::Value(reason) => Error::Vocabulary { path: path.to_path_buf(), reason },
@@ -97,13 +99,7 @@ impl TiktokenFile {
     }
 
     /// Parse vocabulary `data` already in memory. Errors are `Error::Value` with the line.
-    pub fn from_bytes(
-        name: &str,
-        data: &[u8],
-        pattern: &str,
-        special_tokens: &[(String, u32)],
-        nfc: bool,
-    ) -> Result<Self> {
+    pub fn from_bytes(name: &str, data: &[u8], pattern: &str, special_tokens: &[(String, u32)], nfc: bool) -> Result<Self> {
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut encoder = FxHashMap::default();
         for (lineno, line) in data.split(|&b| b == b'\n').enumerate() {
@@ -130,9 +126,7 @@ impl TiktokenFile {
         }
         // Byte-level BPE needs every single byte as a token, or merging would index a missing key.
         if let Some(b) = (0..=255u8).find(|b| !encoder.contains_key([*b].as_slice())) {
-            return Err(Error::Value(format!(
-                "the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary"
-            )));
+            return Err(Error::Value(format!("the vocabulary lacks the single byte 0x{b:02x}: not a byte-level BPE vocabulary")));
         }
         let mut decoder: FxHashMap<u32, Vec<u8>> = encoder.iter().map(|(k, v)| (*v, k.clone())).collect();
         if decoder.len() != encoder.len() {
