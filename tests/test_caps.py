@@ -102,9 +102,18 @@ def test_caps_match_the_spec_and_keep_every_window_invariant(case: tuple) -> Non
         raise
     if pins_over_budget:
         with pytest.raises(wf.BudgetError):
-            wf.fit(msgs, budget, counter=COUNTER, max_messages=max_messages, max_turns=max_turns, **opts)
+            wf.fit(
+                msgs,
+                budget,
+                counter=COUNTER,
+                max_messages=max_messages,
+                max_turns=max_turns,
+                **opts,
+            )
         return
-    r = wf.fit(msgs, budget, counter=COUNTER, max_messages=max_messages, max_turns=max_turns, **opts)
+    r = wf.fit(
+        msgs, budget, counter=COUNTER, max_messages=max_messages, max_turns=max_turns, **opts
+    )
     assert r.kept == want
     if msgs:
         assert r.stats["stop_reason"] == stop
@@ -129,7 +138,9 @@ def test_caps_match_the_spec_and_keep_every_window_invariant(case: tuple) -> Non
 def test_caps_hold_beyond_the_pins(case: tuple) -> None:
     msgs, _, max_messages, max_turns, opts = case
     try:
-        r = wf.fit(msgs, 10**9, counter=COUNTER, max_messages=max_messages, max_turns=max_turns, **opts)
+        r = wf.fit(
+            msgs, 10**9, counter=COUNTER, max_messages=max_messages, max_turns=max_turns, **opts
+        )
         pinned = wf.fit(msgs, 10**9, counter=COUNTER, max_messages=0, max_turns=0, **opts)
     except wf.BudgetError:  # pragma: no cover - the budget is far above any history drawn
         raise
@@ -160,7 +171,9 @@ def test_a_call_is_never_kept_without_its_results() -> None:
     assert r.kept == [0, 5]
     assert r.stats["stop_reason"] == "max_messages"
     assert request_problems(r.messages) == []
-    assert wf.fit(msgs, 10**6, counter=COUNTER, start_on=None, max_messages=6).kept == list(range(6))
+    assert wf.fit(msgs, 10**6, counter=COUNTER, start_on=None, max_messages=6).kept == list(
+        range(6)
+    )
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,10 @@ class Planner(Windows):
         st = plan.state
         if self.summarizer is None:
             return StrategyDecision("truncate", "no summarizer configured")
+        if not self.summarizing_enabled:
+            return StrategyDecision(
+                "truncate", f"summarizing is off (trigger_ratio={self.trigger_ratio} >= 1.0)"
+            )
         if st["retry_turn"] > st["turn"]:
             return StrategyDecision(
                 "truncate",
@@ -119,6 +123,8 @@ class Planner(Windows):
             message_count=len(plan.msgs),
             content_tokens=max(0, content),
             recent_summaries=recent,
+            frequency_limit=self.max_summaries_per_window,
+            min_messages=self.min_messages_before_summary,
         )
 
     def _plan_stable(self, plan: Plan, s: int, base: int) -> None:
@@ -168,7 +174,7 @@ class Planner(Windows):
         recent_budget = max(0, b.history_budget - summary_tokens)
         new_cut = max(self._cut_for(plan, s, recent_budget), plan.cut)
         pending = self._tokens_between(plan.msgs, s, new_cut)
-        threshold = max(0.5 * st["summary_tokens"], 0.05 * b.history_budget)
+        threshold = max(self.resummarize_ratio * st["summary_tokens"], 0.05 * b.history_budget)
         plan.cut = new_cut
         if new_cut > s and pending >= threshold:
             decision = self._decide(plan)
@@ -217,7 +223,9 @@ class Planner(Windows):
         # switches language gets its summary in the language it is mostly held in.
         language = self.language or self._detect(fold, st["summary"])
         overhead = self._summary_overhead(st, language)
-        room = max(0, b.summary_budget - overhead)
+        # The summary's share of the window, and never above the absolute cap: a summary that
+        # grows with the model's window would crowd out the conversation it stands for.
+        room = max(0, min(b.summary_budget, self.summary_max_tokens) - overhead)
         # Aim below the hard room so a summarizer overshooting its target a little (LLMs do,
         # estimates do) still fits instead of failing the same way every turn.
         target = summary_target_tokens(

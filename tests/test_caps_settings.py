@@ -1,0 +1,116 @@
+"""The manager's summary gates and window caps as settings: constructor arguments and
+``WINDOWFIT_*`` variables, each observed through what the manager sends and summarizes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import windowfit as wf
+from test_manager import SYSTEM, check_prompt, conversation
+from windowfit.context import ContextManager
+
+
+class Recorder:
+    """A summarizer that records every call and answers within its target."""
+
+    inline = True
+
+    def __init__(self) -> None:
+        self.targets: list[int] = []
+
+    def __call__(self, messages: list[Any], **kw: Any) -> str:
+        self.targets.append(int(kw["target_tokens"]))
+        return "summary " * max(1, min(kw["target_tokens"], 50) // 2)
+
+
+def _manager(**kw: Any) -> tuple[ContextManager, Recorder]:
+    rec = Recorder()
+    base: dict[str, Any] = {"model": "gpt-4o", "context_window": 6000, "output_reserve": 500}
+    base.update(kw)
+    return ContextManager(summarizer=rec, **base), rec
+
+
+def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    cm, _ = _manager()
+    assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (1024, 10)
+    assert (cm.max_summaries_per_window, cm.resummarize_ratio) == (3, 0.5)
+    assert (cm.max_messages, cm.max_turns) == (None, None)
+    monkeypatch.setenv("WINDOWFIT_SUMMARY_MAX_TOKENS", "300")
+    monkeypatch.setenv("WINDOWFIT_MAX_MESSAGES", "40")
+    monkeypatch.setenv("WINDOWFIT_MAX_TURNS", "12")
+    monkeypatch.setenv("WINDOWFIT_RESUMMARIZE_RATIO", "0.25")
+    cm, _ = _manager(max_turns=5)
+    assert (cm.summary_max_tokens, cm.max_messages, cm.max_turns) == (300, 40, 5)
+    assert cm.resummarize_ratio == 0.25
+
+
+@pytest.mark.parametrize(
+    ("kw", "exc"),
+    [
+        ({"summary_max_tokens": 0}, ValueError),
+        ({"max_messages": -1}, ValueError),
+        ({"max_summaries_per_window": 1.5}, TypeError),
+        ({"resummarize_ratio": 0}, ValueError),
+    ],
+)
+def test_bad_gate_values_name_the_setting(kw: dict[str, Any], exc: type) -> None:
+    with pytest.raises(exc, match=next(iter(kw))) as info:
+        _manager(**kw)
+    assert isinstance(info.value, wf.WindowfitError)
+
+
+def test_trigger_ratio_one_turns_summarizing_off() -> None:
+    history = conversation(80)
+    cm, rec = _manager(trigger_ratio=1.0)
+    state = None
+    for end in range(20, len(history) + 1, 20):
+        p = cm.prepare(history[:end], state=state)
+        check_prompt(cm, history[:end], p)
+        state = p.state
+    assert rec.targets == []
+    assert "trigger_ratio" in p.stats["strategy_reason"] or p.stats["strategy"] == "keep"
+    # the same history with summarizing on does summarize
+    cm_on, rec_on = _manager(preference="quality")
+    cm_on.prepare(history, state=None)
+    assert rec_on.targets
+
+
+def test_summary_max_tokens_caps_the_summary_on_a_large_window() -> None:
+    history = conversation(400, words=400)
+    big, rec_big = _manager(context_window=128_000, output_reserve=4096, preference="quality")
+    capped, rec = _manager(
+        context_window=128_000, output_reserve=4096, preference="quality", summary_max_tokens=200
+    )
+    p_big = big.prepare(history)
+    p = capped.prepare(history)
+    assert rec_big.targets and rec.targets
+    assert max(rec.targets) <= 200 < max(rec_big.targets)
+    assert p.stats["summary_target_tokens"] <= 200 < p_big.stats["summary_target_tokens"]
+
+
+def test_min_messages_before_summary_holds_summaries_back() -> None:
+    history = conversation(80)
+    cm, rec = _manager(preference="quality", min_messages_before_summary=10_000)
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)
+    assert rec.targets == []
+    assert "min_messages_before_summary" in p.stats["strategy_reason"]
+
+
+@pytest.mark.parametrize(("max_messages", "max_turns"), [(10, None), (None, 3), (7, 2)])
+def test_manager_caps_bound_the_conversation_sent(max_messages: Any, max_turns: Any) -> None:
+    history = conversation(30, words=5)  # small: the budget alone would keep everything
+    cm = ContextManager(
+        model="gpt-4o", summarizer="none", max_messages=max_messages, max_turns=max_turns
+    )
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)
+    convo = [m for m in p.messages if m.get("role") not in ("system", "developer")]
+    if max_messages is not None:
+        assert len(convo) <= max_messages
+    if max_turns is not None:
+        assert sum(m.get("role") == "user" for m in convo) <= max_turns
+    assert p.messages[0] is history[0] and history[0] == SYSTEM
+    uncapped = ContextManager(model="gpt-4o", summarizer="none").prepare(history)
+    assert len(uncapped.messages) == len(history)
