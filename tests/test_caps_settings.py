@@ -114,3 +114,30 @@ def test_manager_caps_bound_the_conversation_sent(max_messages: Any, max_turns: 
     assert p.messages[0] is history[0] and history[0] == SYSTEM
     uncapped = ContextManager(model="gpt-4o", summarizer="none").prepare(history)
     assert len(uncapped.messages) == len(history)
+
+
+def _users_sent(history: list[dict[str, Any]], sent: list[Any]) -> int:
+    ids = {id(m) for m in sent}
+    return sum(1 for m in history if m.get("role") == "user" and id(m) in ids)
+
+
+def test_min_recent_rounds_keeps_the_newest_rounds_verbatim() -> None:
+    history = conversation(40, words=300, tools_every=0)
+    plain, _ = _manager(preference="quality")
+    floored, rec = _manager(preference="quality", min_recent_rounds=5)
+    p_plain = plain.prepare(history)
+    p = floored.prepare(history)
+    check_prompt(floored, history, p)
+    assert rec.targets, "the older rounds are still summarized"
+    assert _users_sent(history, p_plain.messages) < 5 <= _users_sent(history, p.messages)
+    # the newest five rounds are the input objects themselves, in order
+    tail = history[-10:]
+    assert [id(m) for m in p.messages[-10:]] == [id(m) for m in tail]
+
+
+def test_min_recent_rounds_gives_way_when_the_rounds_do_not_fit() -> None:
+    history = conversation(40, words=300, tools_every=0)
+    cm, _ = _manager(preference="quality", min_recent_rounds=30)
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)  # the budget still holds
+    assert _users_sent(history, p.messages) < 30

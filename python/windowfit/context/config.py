@@ -27,6 +27,7 @@ An argument given to the constructor wins, then the environment variable, then t
 | `resummarize_ratio` | `WINDOWFIT_RESUMMARIZE_RATIO` | 0.5: sliding mode re-summarizes when the evicted tokens reach this share of the summary |
 | `max_messages` | `WINDOWFIT_MAX_MESSAGES` | none: messages kept verbatim, pins included |
 | `max_turns` | `WINDOWFIT_MAX_TURNS` | none: user turns kept verbatim, pins included |
+| `min_recent_rounds` | `WINDOWFIT_MIN_RECENT_ROUNDS` | 0: the newest rounds kept verbatim when they fit |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
 ``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
@@ -82,6 +83,7 @@ ENV_VARS: dict[str, str] = {
     "resummarize_ratio": "WINDOWFIT_RESUMMARIZE_RATIO",
     "max_messages": "WINDOWFIT_MAX_MESSAGES",
     "max_turns": "WINDOWFIT_MAX_TURNS",
+    "min_recent_rounds": "WINDOWFIT_MIN_RECENT_ROUNDS",
 }
 
 
@@ -149,6 +151,7 @@ class Settings:
         resummarize_ratio: float | None = None,
         max_messages: int | None = None,
         max_turns: int | None = None,
+        min_recent_rounds: int | None = None,
     ) -> None:
         self.model: str | None = _setting("model", model, None, str)
         info = None
@@ -223,6 +226,7 @@ class Settings:
             resummarize_ratio,
             max_messages,
             max_turns,
+            min_recent_rounds,
         )
 
         self.counter = self._make_counter(counter, info)
@@ -243,6 +247,7 @@ class Settings:
         resummarize_ratio: float | None,
         max_messages: int | None,
         max_turns: int | None,
+        min_recent_rounds: int | None,
     ) -> None:
         """When summarizing is allowed, how large a summary may get, and the window's caps."""
         ints = {
@@ -251,6 +256,7 @@ class Settings:
             "max_summaries_per_window": (max_summaries, 3, 0),
             "max_messages": (max_messages, None, 0),
             "max_turns": (max_turns, None, 0),
+            "min_recent_rounds": (min_recent_rounds, 0, 0),
         }
         for name, (arg, default, low) in ints.items():
             value = _setting(name, arg, default, int)
