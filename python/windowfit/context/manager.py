@@ -199,6 +199,7 @@ class ContextManager(Stats, Planner, Runner):
                     retry_turn=0,
                     last_error=None,
                     anchor=fingerprint(msgs[job.hi - 1]),
+                    next_anchor=fingerprint(msgs[job.hi]) if job.hi < len(msgs) else None,
                 )
                 st["summary_turns"] = [*st["summary_turns"], st["turn"]][-10:]
                 plan.cut = job.new_cut
