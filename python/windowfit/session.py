@@ -188,6 +188,11 @@ class Session:
     def prepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
         """``cm.prepare`` on the full history and stored state; saves the new state.
 
+        Each consumer (``ContextManager(consumer=...)``: an agent, a router, a classifier) has
+        its own state in the session, so managers with different budgets over one history never
+        reset each other; a consumer without a summary yet starts from another consumer's
+        summary when it fits its own summary budget instead of summarizing again.
+
         If another worker saved a state meanwhile (ConflictError), prepares again from the
         fresh state, up to ``retries`` times. Returns the Prepared (``.messages``, ``.stats``,
         ``.state``). A Prepared without state (None) leaves the stored state alone.
@@ -196,43 +201,42 @@ class Session:
         while True:
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
-            state, version = self.load_state()
+            stored, version = self.load_state()
             messages = self.load()
-            prepared = cm.prepare(messages, state=state, tools=tools, **kwargs)
-            if self._persist(prepared, state, version, attempt, retries):
+            own = own_state(cm, stored)
+            prepared = cm.prepare(messages, state=own, tools=tools, **kwargs)
+            new = getattr(prepared, "state", None)
+            # None means "no summary state": never erase a stored summary by accident
+            if new is None or new == own:
                 return prepared
+            try:
+                self.save_state(with_consumer_state(cm, stored, new), version)
+                return prepared
+            except ConflictError as exc:
+                self._on_conflict(exc, attempt, retries)
             attempt += 1
 
     async def aprepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
         """Async ``prepare``: awaits ``cm.aprepare``."""
         attempt = 0
         while True:
-            state, version = await self.aload_state()
+            stored, version = await self.aload_state()
             messages = await self.aload()
-            prepared = await cm.aprepare(messages, state=state, tools=tools, **kwargs)
-            new_state = getattr(prepared, "state", None)
-            if new_state is None or new_state == state:
+            own = own_state(cm, stored)
+            prepared = await cm.aprepare(messages, state=own, tools=tools, **kwargs)
+            new = getattr(prepared, "state", None)
+            if new is None or new == own:
                 return prepared
             try:
-                await self.asave_state(new_state, version)
+                await self.asave_state(with_consumer_state(cm, stored, new), version)
                 return prepared
             except ConflictError as exc:
                 self._on_conflict(exc, attempt, retries)
             attempt += 1
 
-    def _persist(
-        self, prepared: Any, state: dict[str, Any] | None, version: int, attempt: int, retries: int
-    ) -> bool:
-        new_state = getattr(prepared, "state", None)
-        # None means "no summary state": never erase a stored summary by accident
-        if new_state is None or new_state == state:
-            return True
-        try:
-            self.save_state(new_state, version)
-            return True
-        except ConflictError as exc:
-            self._on_conflict(exc, attempt, retries)
-            return False
+    def consumer_state(self, consumer: str) -> dict[str, Any] | None:
+        """The stored state of one consumer (``"default"`` is the top-level state)."""
+        return _slot(self.state, consumer)
 
     def _on_conflict(self, exc: ConflictError, attempt: int, retries: int) -> None:
         if attempt >= retries:
@@ -402,3 +406,102 @@ class Session:
         if role == "assistant":
             return {"role": "assistant", "name": self.id, "content": text}
         return {"role": role, "content": text}
+
+
+# ---------------------------------------------------------------------- per-consumer state
+
+DEFAULT_CONSUMER = "default"
+_CONSUMERS = "consumers"
+
+# Fields a borrowed summary keeps: what it holds and where it ends. The rest (cut, scan,
+# backoff, turn counters) belongs to the consumer that made it.
+_BORROWED = (
+    "version",
+    "summary",
+    "summary_tokens",
+    "summarized_until",
+    "summarized_messages",
+    "evicted_tokens",
+    "language",
+    "created_at",
+    "anchor",
+    "next_anchor",
+)
+
+
+def _consumer(cm: Any) -> str:
+    return str(getattr(cm, "consumer", None) or DEFAULT_CONSUMER)
+
+
+def _slot(stored: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """One consumer's state inside the stored record: the default consumer's is the record
+    itself (as before consumers existed), the others' under ``"consumers"``."""
+    if not stored:
+        return None
+    if name == DEFAULT_CONSUMER:
+        own = {k: v for k, v in stored.items() if k != _CONSUMERS}
+        return own or None
+    others = stored.get(_CONSUMERS)
+    state = others.get(name) if isinstance(others, Mapping) else None
+    return dict(state) if isinstance(state, Mapping) else None
+
+
+def _names(stored: Mapping[str, Any] | None) -> list[str]:
+    if not stored:
+        return []
+    others = stored.get(_CONSUMERS)
+    return [DEFAULT_CONSUMER, *(others if isinstance(others, Mapping) else ())]
+
+
+def own_state(cm: Any, stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The state ``cm`` continues from: its own, else another consumer's summary that fits."""
+    name = _consumer(cm)
+    own = _slot(stored, name)
+    if own is not None and own.get("summary"):
+        return own
+    cap = _summary_room(cm)
+    best: dict[str, Any] | None = None
+    for other in _names(stored):
+        state = _slot(stored, other) if other != name else None
+        if not state or not state.get("summary"):
+            continue
+        tokens = state.get("summary_tokens")
+        if not isinstance(tokens, int) or tokens > cap:
+            continue
+        if best is None or state.get("summarized_until", 0) > best.get("summarized_until", 0):
+            best = state
+    if best is None:
+        return own
+    borrowed = {k: best[k] for k in _BORROWED if k in best}
+    borrowed["cut"] = borrowed.get("summarized_until", 0)
+    logger.info("consumer %r starts from another consumer's summary", name)
+    return borrowed
+
+
+def _summary_room(cm: Any) -> int:
+    """The largest summary ``cm`` could hold: its absolute cap and its summary budget."""
+    cap = getattr(cm, "summary_max_tokens", None)
+    budget = getattr(cm, "_budget", None)
+    room = cap if isinstance(cap, int) else 0
+    if callable(budget):
+        try:
+            room = min(room, int(budget(0, 0).summary_budget))
+        except Exception:  # noqa: BLE001 - a manager without budgets borrows nothing
+            return 0
+    return room
+
+
+def with_consumer_state(
+    cm: Any, stored: Mapping[str, Any] | None, new: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The stored record with ``cm``'s state replaced by ``new``, the others untouched."""
+    name = _consumer(cm)
+    others = dict(stored.get(_CONSUMERS) or {}) if stored else {}
+    if name == DEFAULT_CONSUMER:
+        out = {k: v for k, v in new.items() if k != _CONSUMERS}
+    else:
+        out = {k: v for k, v in (stored or {}).items() if k != _CONSUMERS}
+        others[name] = dict(new)
+    if others:
+        out[_CONSUMERS] = others
+    return out

@@ -152,7 +152,13 @@ class Settings:
         max_messages: int | None = None,
         max_turns: int | None = None,
         min_recent_rounds: int | None = None,
+        consumer: str | None = None,
     ) -> None:
+        if consumer is not None and (not isinstance(consumer, str) or not consumer):
+            raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
+        # Which reader of a shared session this manager is (an agent, a router): a Session
+        # keeps one state per consumer.
+        self.consumer: str = consumer or "default"
         self.model: str | None = _setting("model", model, None, str)
         info = None
         if self.model is not None:
