@@ -20,8 +20,11 @@ exactly one message to the parent, atomically with marking the child finished:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -57,6 +60,7 @@ class Session:
         # the state version this handle last read or wrote: save_state's default expectation
         self._seen_version = 0
         self._parent_id: str | bool | None = False  # False: not looked up yet (it never changes)
+        self._pending: dict[str, Any] = {}  # consumer -> its running background summary
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, store={self.store!r})"
@@ -124,13 +128,23 @@ class Session:
                 return list(self._cache)
         return None  # another thread reset the cache under us: read again
 
-    def append(self, message: Mapping[str, Any]) -> int:
-        """Append one message (one transaction); its index in the history."""
-        return self.store.append(self.id, [message])
+    def append(self, message: Mapping[str, Any], *, summarize: Any = None) -> int:
+        """Append one message (one transaction); its index in the history.
 
-    def extend(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        ``summarize=cm`` (a ContextManager) then makes the next summary in the background
+        (:meth:`summarize_after`), so the next request does not wait for it.
+        """
+        index = self.store.append(self.id, [message])
+        if summarize is not None:
+            self.summarize_after(summarize)
+        return index
+
+    def extend(self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None) -> int:
         """Append messages atomically and contiguously; the index of the first."""
-        return self.store.append(self.id, list(messages))
+        index = self.store.append(self.id, list(messages))
+        if summarize is not None:
+            self.summarize_after(summarize)
+        return index
 
     async def aappend(self, message: Mapping[str, Any]) -> int:
         return await self.store.aappend(self.id, [message])
@@ -204,6 +218,8 @@ class Session:
             stored, version = self.load_state()
             messages = self.load()
             own = own_state(cm, stored)
+            if self._summarizing(cm):
+                kwargs["summarize"] = False  # never wait for the background summary
             prepared = cm.prepare(messages, state=own, tools=tools, **kwargs)
             new = getattr(prepared, "state", None)
             # None means "no summary state": never erase a stored summary by accident
@@ -223,6 +239,8 @@ class Session:
             stored, version = await self.aload_state()
             messages = await self.aload()
             own = own_state(cm, stored)
+            if self._summarizing(cm):
+                kwargs["summarize"] = False
             prepared = await cm.aprepare(messages, state=own, tools=tools, **kwargs)
             new = getattr(prepared, "state", None)
             if new is None or new == own:
@@ -233,6 +251,77 @@ class Session:
             except ConflictError as exc:
                 self._on_conflict(exc, attempt, retries)
             attempt += 1
+
+    # ------------------------------------------------------------------ summaries after the reply
+
+    def summarize_after(self, cm: Any) -> concurrent.futures.Future[bool]:
+        """Make ``cm``'s next summary in a background thread; a future of whether it was saved.
+
+        The result is saved with compare-and-set on the state version read before
+        summarizing: if anything saved a state meanwhile (a request, another worker) the
+        background result is stale and dropped, never written over the newer state.
+        While it runs, :meth:`prepare` with the same consumer does not summarize (it fits
+        plainly, as today when a summary is not ready) and never waits for it.
+        """
+        future = _background().submit(self._summarize_after, cm)
+        self._track(cm, future)
+        return future
+
+    def asummarize_after(self, cm: Any) -> asyncio.Task[bool]:
+        """:meth:`summarize_after` as an asyncio task (call it from a running loop)."""
+        task = asyncio.ensure_future(self._asummarize_after(cm))
+        self._track(cm, task)
+        return task
+
+    def _track(self, cm: Any, job: Any) -> None:
+        name = _consumer(cm)
+        with self._lock:
+            self._pending[name] = job
+
+        def done(_: Any) -> None:
+            with self._lock:
+                if self._pending.get(name) is job:
+                    del self._pending[name]
+
+        job.add_done_callback(done)
+
+    def _summarizing(self, cm: Any) -> bool:
+        with self._lock:
+            job = self._pending.get(_consumer(cm))
+        return job is not None and not job.done()
+
+    def _summarize_after(self, cm: Any) -> bool:
+        stored, version = self.store.load_state(self.id)
+        own = own_state(cm, stored)
+        new = cm.summarize_after(self.load(), own)
+        for _ in range(_SAVE_ATTEMPTS):
+            record = _record_after(cm, stored, own, new)
+            if record is None:
+                return False
+            try:
+                # the store's own compare-and-set: this handle's expectation is left alone
+                self.store.save_state(self.id, record, version)
+                return True
+            except ConflictError:
+                stored, version = self.store.load_state(self.id)
+        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
+        return False
+
+    async def _asummarize_after(self, cm: Any) -> bool:
+        stored, version = await self.store.aload_state(self.id)
+        own = own_state(cm, stored)
+        new = await cm.asummarize_after(await self.aload(), own)
+        for _ in range(_SAVE_ATTEMPTS):
+            record = _record_after(cm, stored, own, new)
+            if record is None:
+                return False
+            try:
+                await self.store.asave_state(self.id, record, version)
+                return True
+            except ConflictError:
+                stored, version = await self.store.aload_state(self.id)
+        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
+        return False
 
     def consumer_state(self, consumer: str) -> dict[str, Any] | None:
         """The stored state of one consumer (``"default"`` is the top-level state)."""
@@ -410,6 +499,22 @@ class Session:
 
 # ---------------------------------------------------------------------- per-consumer state
 
+_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads background summaries run in (created on first use, shared)."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            workers = int(os.environ.get("WINDOWFIT_SUMMARY_WORKERS", "2") or 2)
+            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, workers), thread_name_prefix="windowfit-summary"
+            )
+        return _EXECUTOR
+
+
 DEFAULT_CONSUMER = "default"
 _CONSUMERS = "consumers"
 
@@ -489,6 +594,46 @@ def _summary_room(cm: Any) -> int:
         except Exception:  # noqa: BLE001 - a manager without budgets borrows nothing
             return 0
     return room
+
+
+_SAVE_ATTEMPTS = 3
+
+# What a background summary changes in a consumer's state.
+_SUMMARY_FIELDS = (
+    *(k for k in _BORROWED if k != "version"),
+    "summaries",
+    "summary_turns",
+    "failures",
+    "retry_turn",
+    "last_error",
+)
+
+
+def _record_after(
+    cm: Any, stored: Any, base: Any, new: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The record to save after a background summary made from ``base``, or None.
+
+    ``stored`` is the record as it is now. When requests saved states meanwhile without a
+    new summary (they fitted plainly while this one ran), the summary is carried onto the
+    newest state; when anything else summarized meanwhile, this result is stale: None.
+    """
+    if new is None or new == base:
+        return None
+    current = _slot(stored, _consumer(cm))
+    if current is None or current == base:
+        return with_consumer_state(cm, stored, new)
+    before = base or {}
+    # "" / 0 / missing all mean "no summary yet"
+    if any(
+        (current.get(k) or None) != (before.get(k) or None) for k in ("summary", "summarized_until")
+    ):
+        return None
+    merged = dict(current)
+    merged.update({k: new[k] for k in _SUMMARY_FIELDS if k in new})
+    if int(new.get("cut", 0)) >= int(current.get("cut", 0)):
+        merged.update(cut=new.get("cut", 0), cut_tokens=new.get("cut_tokens", 0), head_user=None)
+    return with_consumer_state(cm, stored, merged)
 
 
 def with_consumer_state(
