@@ -573,6 +573,10 @@ def own_state(cm: Any, stored: Mapping[str, Any] | None) -> dict[str, Any] | Non
         tokens = state.get("summary_tokens")
         if not isinstance(tokens, int) or tokens > cap:
             continue
+        # a summary made for a smaller window cut earlier than this consumer needs to
+        window = state.get("context_window")
+        if isinstance(window, int) and window < getattr(cm, "context_window", 0):
+            continue
         if best is None or state.get("summarized_until", 0) > best.get("summarized_until", 0):
             best = state
     if best is None:

@@ -285,6 +285,8 @@ class ContextManager(Stats, Planner, Runner):
             )
         st["cut"] = plan.cut
         st["cut_tokens"] = plan.cut_tokens
+        # lets a consumer sharing the session tell whether this summary suits its window
+        st["context_window"] = self.context_window
         st["head_user"] = next(
             (fitted.view.source[k] for k in fitted.view.pinned if fitted.view.source[k] >= 0), None
         )
