@@ -141,3 +141,65 @@ def test_min_recent_rounds_gives_way_when_the_rounds_do_not_fit() -> None:
     p = cm.prepare(history)
     check_prompt(cm, history, p)  # the budget still holds
     assert _users_sent(history, p.messages) < 30
+
+
+def _tool_round(k: int, content: str) -> list[dict[str, Any]]:
+    cid = f"t{k}"
+    return [
+        {"role": "user", "content": f"step {k}"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": cid, "content": content},
+        {"role": "assistant", "content": f"done {k}"},
+    ]
+
+
+def test_the_newest_tool_outputs_are_never_cut() -> None:
+    big = "\n".join(f"log line {i}: " + "x" * 40 for i in range(400))
+    history = [dict(SYSTEM)] + [m for k in range(4) for m in _tool_round(k, big)]
+    tools = [k for k, m in enumerate(history) if m.get("role") == "tool"]
+    cm = ContextManager(
+        model="gpt-4o",
+        summarizer="none",
+        tool_output_max_tokens=200,
+        keep_recent_tool_outputs=2,
+    )
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)
+    sent = {m.get("tool_call_id"): m for m in p.messages if m.get("role") == "tool"}
+    for rank, k in enumerate(reversed(tools)):
+        m = sent[history[k]["tool_call_id"]]
+        if rank < 2:
+            assert m is history[k]  # whole: the input object itself
+        else:
+            assert cm.counter.count(m["content"]) <= 200 < cm.counter.count(big)
+
+
+def test_json_tool_results_are_compacted_keeping_key_fields() -> None:
+    import json
+
+    records = [
+        {
+            "id": f"rec-{i}",
+            "title": f"Title {i}",
+            "created_at": f"2024-01-{i % 28 + 1:02d}",
+            "body": "lorem ipsum " * 40,
+        }
+        for i in range(50)
+    ]
+    raw = json.dumps(records)
+    history = [dict(SYSTEM), *_tool_round(0, raw), *_tool_round(1, "ok")]
+    cm = ContextManager(model="gpt-4o", summarizer="none", tool_output_max_tokens=900)
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)
+    cut = next(m for m in p.messages if m.get("tool_call_id") == "t0")["content"]
+    assert cm.counter.count(cut) <= 900
+    # a plain cut of the raw JSON keeps only the first and last records
+    plain = wf.truncate(raw, 900, direction="head_tail", counter=cm.counter).text
+    assert "rec-25" not in plain
+    assert "rec-25" in cut and "Title 25" in cut

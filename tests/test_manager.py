@@ -303,6 +303,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
         "WINDOWFIT_MAX_MESSAGES": "40",
         "WINDOWFIT_MAX_TURNS": "12",
         "WINDOWFIT_MIN_RECENT_ROUNDS": "4",
+        "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS": "2",
     }
     assert set(env) == set(ENV_VARS.values())
     for k, v in env.items():
@@ -323,6 +324,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (512, 20)
     assert (cm.max_summaries_per_window, cm.resummarize_ratio) == (2, 0.75)
     assert (cm.max_messages, cm.max_turns, cm.min_recent_rounds) == (40, 12, 4)
+    assert cm.keep_recent_tool_outputs == 2
     assert cm.counter.count("hello world") == wf.get_encoding("cl100k_base").count("hello world")
     # constructor arguments win over the environment
     cm2 = ContextManager(

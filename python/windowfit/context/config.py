@@ -28,6 +28,7 @@ An argument given to the constructor wins, then the environment variable, then t
 | `max_messages` | `WINDOWFIT_MAX_MESSAGES` | none: messages kept verbatim, pins included |
 | `max_turns` | `WINDOWFIT_MAX_TURNS` | none: user turns kept verbatim, pins included |
 | `min_recent_rounds` | `WINDOWFIT_MIN_RECENT_ROUNDS` | 0: the newest rounds kept verbatim when they fit |
+| `keep_recent_tool_outputs` | `WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS` | 0: the newest tool results never cut |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
 ``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
@@ -84,6 +85,7 @@ ENV_VARS: dict[str, str] = {
     "max_messages": "WINDOWFIT_MAX_MESSAGES",
     "max_turns": "WINDOWFIT_MAX_TURNS",
     "min_recent_rounds": "WINDOWFIT_MIN_RECENT_ROUNDS",
+    "keep_recent_tool_outputs": "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS",
 }
 
 
@@ -152,6 +154,7 @@ class Settings:
         max_messages: int | None = None,
         max_turns: int | None = None,
         min_recent_rounds: int | None = None,
+        keep_recent_tool_outputs: int | None = None,
         consumer: str | None = None,
     ) -> None:
         if consumer is not None and (not isinstance(consumer, str) or not consumer):
@@ -233,6 +236,7 @@ class Settings:
             max_messages,
             max_turns,
             min_recent_rounds,
+            keep_recent_tool_outputs,
         )
 
         self.counter = self._make_counter(counter, info)
@@ -254,6 +258,7 @@ class Settings:
         max_messages: int | None,
         max_turns: int | None,
         min_recent_rounds: int | None,
+        keep_recent_tool_outputs: int | None,
     ) -> None:
         """When summarizing is allowed, how large a summary may get, and the window's caps."""
         ints = {
@@ -263,6 +268,7 @@ class Settings:
             "max_messages": (max_messages, None, 0),
             "max_turns": (max_turns, None, 0),
             "min_recent_rounds": (min_recent_rounds, 0, 0),
+            "keep_recent_tool_outputs": (keep_recent_tool_outputs, 0, 0),
         }
         for name, (arg, default, low) in ints.items():
             value = _setting(name, arg, default, int)
