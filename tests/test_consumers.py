@@ -9,20 +9,9 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from _summarizers import Recorder
 from test_manager import check_prompt, conversation
 from windowfit.context import ContextManager
-
-
-class Recorder:
-    inline = True
-
-    def __init__(self, tag: str) -> None:
-        self.tag = tag
-        self.calls = 0
-
-    def __call__(self, messages: list[Any], **kw: Any) -> str:
-        self.calls += 1
-        return f"{self.tag}-{self.calls}: questions with tickets were answered."
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -10,30 +10,14 @@ import copy
 from typing import Any
 
 import pytest
+from _summarizers import Recorder, small_manager
 from test_manager import check_prompt, conversation
 from windowfit.context import ContextManager
 
 
-class Recorder:
-    inline = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, messages: list[Any], **kw: Any) -> str:
-        self.calls += 1
-        return f"SUMMARY-{self.calls}: the user asked many questions with tickets."
-
-
 def _summarized() -> tuple[ContextManager, Recorder, list[dict[str, Any]], dict[str, Any]]:
     rec = Recorder()
-    cm = ContextManager(
-        model="gpt-4o",
-        context_window=6000,
-        output_reserve=500,
-        preference="quality",
-        summarizer=rec,
-    )
+    cm = small_manager(rec)
     history = conversation(40, words=200, tools_every=0)
     p = cm.prepare(history)
     assert rec.calls == 1 and p.state["summarized_until"] > 1

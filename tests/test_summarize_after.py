@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from _summarizers import Recorder, small_manager
 from test_manager import check_prompt, conversation
-from windowfit.context import ContextManager
 
 SAFETY = 120  # seconds: only so a broken build fails instead of hanging
 
@@ -40,33 +40,12 @@ class Held:
         return f"{self.tag}-{self.calls}: earlier questions and tickets."
 
 
-class Quick:
-    inline = True
-
-    def __init__(self, tag: str) -> None:
-        self.tag, self.calls = tag, 0
-
-    def __call__(self, messages: list[Any], **kw: Any) -> str:
-        self.calls += 1
-        return f"{self.tag}-{self.calls}: earlier questions."
-
-
-def _cm(summarizer: Any) -> ContextManager:
-    return ContextManager(
-        model="gpt-4o",
-        context_window=6000,
-        output_reserve=500,
-        preference="quality",
-        summarizer=summarizer,
-    )
-
-
 HISTORY = conversation(40, words=200, tools_every=0)
 
 
 def test_prepare_never_waits_for_the_background_summary() -> None:
     held = Held()
-    cm = _cm(held)
+    cm = small_manager(held)
     session = wf.MemoryStore().session("bg")
     session.extend(HISTORY)
     future = session.summarize_after(cm)
@@ -90,12 +69,12 @@ def test_a_stale_background_result_never_overwrites_a_newer_state() -> None:
     held = Held()
     session = wf.MemoryStore().session("stale")
     session.extend(HISTORY)
-    future = session.summarize_after(_cm(held))
+    future = session.summarize_after(small_manager(held))
     assert held.entered.wait(SAFETY)
     # meanwhile another worker (its own handle, no knowledge of the background job)
     # prepares and saves a newer state
     other = session.store.session("stale")
-    newer = other.prepare(_cm(Quick("FG")))
+    newer = other.prepare(small_manager(Recorder("FG")))
     assert newer.state["summary"].startswith("FG-1")
     held.release.set()
     assert future.result(SAFETY) is False
@@ -103,8 +82,8 @@ def test_a_stale_background_result_never_overwrites_a_newer_state() -> None:
 
 
 def test_append_with_summarize_runs_in_the_background() -> None:
-    quick = Quick("AP")
-    cm = _cm(quick)
+    quick = Recorder("AP")
+    cm = small_manager(quick)
     session = wf.MemoryStore().session("ap")
     session.extend(HISTORY[:-1])
     session.append(HISTORY[-1], summarize=cm)
@@ -115,8 +94,8 @@ def test_append_with_summarize_runs_in_the_background() -> None:
 
 
 def test_manager_summarize_after_makes_the_state_the_next_prepare_uses() -> None:
-    quick = Quick("CM")
-    cm = _cm(quick)
+    quick = Recorder("CM")
+    cm = small_manager(quick)
     state = cm.summarize_after(HISTORY)
     assert state["summary"].startswith("CM-1") and quick.calls == 1
     p = cm.prepare(HISTORY, state=state)
@@ -127,8 +106,8 @@ def test_manager_summarize_after_makes_the_state_the_next_prepare_uses() -> None
 
 
 def test_async_session_summary_is_a_task_saved_transactionally() -> None:
-    quick = Quick("AS")
-    cm = _cm(quick)
+    quick = Recorder("AS")
+    cm = small_manager(quick)
     session = wf.MemoryStore().session("as")
     session.extend(HISTORY)
 
@@ -142,8 +121,8 @@ def test_async_session_summary_is_a_task_saved_transactionally() -> None:
 
 @pytest.mark.parametrize("summarize", [True, False])
 def test_prepare_summarize_flag(summarize: bool) -> None:
-    quick = Quick("F")
-    cm = _cm(quick)
+    quick = Recorder("F")
+    cm = small_manager(quick)
     p = cm.prepare(HISTORY, summarize=summarize)
     check_prompt(cm, HISTORY, p)
     assert (quick.calls == 1) is summarize

@@ -29,20 +29,15 @@ def _content_text(message: Mapping[str, Any]) -> str:
 
 
 def _calls(message: Mapping[str, Any]) -> list[str]:
-    out = []
-    for call in message.get("tool_calls") or ():
-        fn = (call.get("function") or {}) if isinstance(call, Mapping) else {}
-        args = fn.get("arguments", "")
-        if not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
-        out.append(f"{fn.get('name', '')}({args})")
+    """``name(args)`` per tool call (OpenAI ``tool_calls`` or Anthropic ``tool_use``)."""
+    out = message_text({"tool_calls": message.get("tool_calls")}).splitlines()
     content = message.get("content")
     if isinstance(content, list):
-        for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "tool_use":
-                out.append(
-                    f"{part.get('name', '')}({json.dumps(part.get('input'), ensure_ascii=False)})"
-                )
+        out += [
+            f"{p.get('name', '')}({json.dumps(p.get('input'), ensure_ascii=False)})"
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "tool_use"
+        ]
     return out
 
 
