@@ -270,6 +270,7 @@ class Settings:
             "min_recent_rounds": (min_recent_rounds, 0, 0),
             "keep_recent_tool_outputs": (keep_recent_tool_outputs, 0, 0),
         }
+        got: dict[str, int | None] = {}
         for name, (arg, default, low) in ints.items():
             value = _setting(name, arg, default, int)
             if value is not None:
@@ -277,7 +278,14 @@ class Settings:
                     raise ArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
                 if value < low:
                     raise InvalidArgumentError(f"{name} must be >= {low}, got {value}")
-            setattr(self, name, value)
+            got[name] = value
+        self.summary_max_tokens: int = got["summary_max_tokens"] or 1
+        self.min_messages_before_summary: int = got["min_messages_before_summary"] or 0
+        self.max_summaries_per_window: int = got["max_summaries_per_window"] or 0
+        self.max_messages: int | None = got["max_messages"]
+        self.max_turns: int | None = got["max_turns"]
+        self.min_recent_rounds: int = got["min_recent_rounds"] or 0
+        self.keep_recent_tool_outputs: int = got["keep_recent_tool_outputs"] or 0
         ratio = _setting("resummarize_ratio", resummarize_ratio, 0.5, float)
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 10:
             raise InvalidArgumentError(f"resummarize_ratio must be in (0, 10], got {ratio!r}")

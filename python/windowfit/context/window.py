@@ -210,28 +210,34 @@ class Windows(StateKeeper):
 
     def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
         try:
+            max_messages, max_turns = self._caps(view)
             return fit(
-                view.messages, budget, counter=self.counter, pinned=view.pinned, **self._caps(view)
+                view.messages,
+                budget,
+                counter=self.counter,
+                pinned=view.pinned,
+                max_messages=max_messages,
+                max_turns=max_turns,
             )
         except BudgetError:
             if raise_errors or not view.pinned:
                 raise
             return None
 
-    def _caps(self, view: View) -> dict[str, int | None]:
+    def _caps(self, view: View) -> tuple[int | None, int | None]:
         """The message and turn caps for fitting ``view``: they count the conversation, so the
         system prompt and the summary messages are added on top (fit counts pins in its caps)."""
         if self.max_messages is None and self.max_turns is None:
-            return {}
+            return None, None
         summary = set(view.summary_idx)
         extra = sum(
             1 for i, m in enumerate(view.messages) if i in summary or m.get("role") in SYSTEM_ROLES
         )
         turns = sum(1 for i in summary if view.messages[i].get("role") == "user")
-        return {
-            "max_messages": None if self.max_messages is None else self.max_messages + extra,
-            "max_turns": None if self.max_turns is None else self.max_turns + turns,
-        }
+        return (
+            None if self.max_messages is None else self.max_messages + extra,
+            None if self.max_turns is None else self.max_turns + turns,
+        )
 
     def _head_summary_tokens(self, view: View) -> int:
         return sum(self.counter.count_message(view.messages[i]) for i in view.summary_idx)
