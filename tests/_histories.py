@@ -122,9 +122,13 @@ def expect(
     start_on: str | None = "user",
     pinned: tuple[int, ...] | list[int] = (),
     unanswered: str = "drop",
+    max_messages: int | None = None,
+    max_turns: int | None = None,
 ) -> Expected:
     """The slow, obvious fit: pins, then growth steps (units newest first down to the latest
-    user turn, then whole rounds) each re-summed from scratch. Raises ``PinError``."""
+    user turn, then whole rounds) each re-summed from scratch; a step that would pass the
+    budget, then ``max_messages`` (messages kept, pins included, at least the pins), then
+    ``max_turns`` (user turns likewise) stops the window. Raises ``PinError``."""
     n = len(msgs)
     a = analyze(msgs, unanswered)
     cost = [counter.count_message(sent_message(msgs, a, i)) if a.valid(i) else 0 for i in range(n)]
@@ -166,12 +170,19 @@ def expect(
             end = k
     chosen = set(pins)
     stop = None
+    n_msgs = lambda us: sum(len(a.units[u]) for u in us)
+    n_turns = lambda us: sum(head_user[u] for u in us)
     for s in steps:
-        if total(chosen | set(s)) + P <= budget:
-            chosen |= set(s)
-        else:
+        grown = chosen | set(s)
+        if total(grown) + P > budget:
             stop = "budget"
+        elif max_messages is not None and n_msgs(grown) > max(max_messages, n_msgs(pins)):
+            stop = "max_messages"
+        elif max_turns is not None and n_turns(grown) > max(max_turns, n_turns(pins)):
+            stop = "max_turns"
+        if stop:
             break
+        chosen = grown
     if stop is None:
         stop = "start_on_user" if len(chosen) < nu else "all_fit"
     e.kept = sorted(i for u in chosen for i in a.units[u])

@@ -296,6 +296,14 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
         "WINDOWFIT_SUMMARY_LENGTH_RATIO": "0.1",
         "WINDOWFIT_LANGUAGE": "zh",
         "WINDOWFIT_ENCODING": "cl100k_base",
+        "WINDOWFIT_SUMMARY_MAX_TOKENS": "512",
+        "WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY": "20",
+        "WINDOWFIT_MAX_SUMMARIES_PER_WINDOW": "2",
+        "WINDOWFIT_RESUMMARIZE_RATIO": "0.75",
+        "WINDOWFIT_MAX_MESSAGES": "40",
+        "WINDOWFIT_MAX_TURNS": "12",
+        "WINDOWFIT_MIN_RECENT_ROUNDS": "4",
+        "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS": "2",
     }
     assert set(env) == set(ENV_VARS.values())
     for k, v in env.items():
@@ -313,6 +321,10 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (cm.tool_output_max_tokens, cm.tool_output_direction) == (700, "tail")
     assert (cm.preference, cm.stable_prefix, cm.summary_role) == ("quality", False, "pair")
     assert (cm.summary_timeout, cm.summary_length_ratio, cm.language) == (7.5, 0.1, "zh")
+    assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (512, 20)
+    assert (cm.max_summaries_per_window, cm.resummarize_ratio) == (2, 0.75)
+    assert (cm.max_messages, cm.max_turns, cm.min_recent_rounds) == (40, 12, 4)
+    assert cm.keep_recent_tool_outputs == 2
     assert cm.counter.count("hello world") == wf.get_encoding("cl100k_base").count("hello world")
     # constructor arguments win over the environment
     cm2 = ContextManager(

@@ -51,7 +51,13 @@ def test_demo_runs_offline_and_fast(
     monkeypatch.setattr(socket.socket, "connect", no_network)
     assert demo.run_demo() == 0
     printed = capsys.readouterr().out
-    for section in ("1. Counting", "2. Fitting", "3. Truncating", "4. A long agent session"):
+    for section in (
+        "1. Counting",
+        "2. Fitting",
+        "3. Truncating",
+        "4. A long agent session",
+        "5. A router and an agent",
+    ):
         assert section in printed
     assert "planted facts in the final prompt" in printed
     assert f"{len(PLANTED_FACTS)} of {len(PLANTED_FACTS)}" in printed

@@ -25,6 +25,7 @@ from windowfit.counting import (
     get_encoding,
 )
 from windowfit.errors import (
+    ArgumentTypeError,
     BudgetError,
     InvalidMessageError,
     MessageTypeError,
@@ -35,6 +36,7 @@ from windowfit.errors import (
 from windowfit.fitting import FitResult, fit, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.observation import ObservationTruncator, compact_json
+from windowfit.render import render_history
 from windowfit.session import Session
 from windowfit.store import (
     ConflictError,
@@ -60,6 +62,7 @@ __all__ = [
     "count",
     # fitting
     "fit",
+    "render_history",
     "repair",
     "FitResult",
     # truncation
@@ -98,6 +101,7 @@ __all__ = [
     "register_model",
     "list_models",
     # errors
+    "ArgumentTypeError",
     "BudgetError",
     "InvalidMessageError",
     "MessageTypeError",

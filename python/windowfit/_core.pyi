@@ -178,6 +178,8 @@ def fit_indices(
     start_on_user: bool = True,
     pinned: Sequence[int] = ...,
     strip_unanswered: bool = False,
+    max_messages: int | None = None,
+    max_turns: int | None = None,
 ) -> FitOutcome: ...
 def repair_indices(
     counter: Counter,

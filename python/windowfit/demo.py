@@ -624,6 +624,41 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     return len(kept_facts)
 
 
+def _consumers_section(out: _Out, session: SimulatedSession) -> None:
+    """A router with a small budget and an agent with a large one over one stored session."""
+    import windowfit as wf
+
+    store = wf.MemoryStore()
+    shared = store.session("demo")
+    agent = wf.ContextManager(model="gpt-4o", context_window=32_000, output_reserve=2_000)
+    router = wf.ContextManager(
+        model="gpt-4o", context_window=8_000, output_reserve=500, consumer="router"
+    )
+    end = session.calls[min(len(session.calls) - 1, 200)]
+    rows = []
+    for stop in (end // 2, end):
+        shared.extend(session.messages[len(shared.messages) : stop])
+        for name, cm in (("agent", agent), ("router", router)):
+            p = shared.prepare(cm)
+            rows.append(
+                [
+                    f"{stop} msgs",
+                    name,
+                    f"{p.tokens:,}",
+                    p.stats["strategy"],
+                    p.state["summarized_until"],
+                    p.stats["state_reset"],
+                ]
+            )
+    out.table(["history", "consumer", "tokens", "strategy", "summarized", "reset"], rows)
+    summary = (shared.consumer_state("router") or {}).get("summary", "")
+    text = wf.render_history(shared.messages, 300, model="gpt-4o", summary=summary[:200])
+    out.line("The router's 300-token view as text (wf.render_history):")
+    labelled = [ln for ln in text.splitlines() if ln.startswith(("USER:", "ASSISTANT:", "TOOL:"))]
+    for line in labelled[-4:]:
+        out.line("  " + line[:100])
+
+
 def run_demo(history: Sequence[dict[str, Any]] | None = None, *, name: str = "") -> int:
     """Run the showcase on the bundled sample, or on ``history`` (canonical messages read
     from ``name``); returns the process exit code."""
@@ -656,6 +691,9 @@ def run_demo(history: Sequence[dict[str, Any]] | None = None, *, name: str = "")
         else "4. Your history, replayed call by call under a small window"
     )
     _showcase(out, session)
+
+    out.heading("5. A router and an agent sharing one session")
+    _consumers_section(out, session)
     out.line()
     out.line(f"demo finished in {time.perf_counter() - t_start:.1f} s, offline")
     return 0

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from windowfit import _core
 from windowfit.counting import Counter, resolve_counter
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["FitResult", "FitStats", "fit", "repair"]
 
@@ -109,6 +110,17 @@ def _pins(pinned: Iterable[int], n: int) -> list[int]:
     return out
 
 
+def _cap(name: str, value: Any) -> int | None:
+    """A message or turn cap: None (no cap) or a non-negative int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{name} must be an int or None, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0, got {value}")
+    return min(value, 2**63 - 1)
+
+
 def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
     """A copy of ``message`` without the tool calls in ``call_ids`` (OpenAI or Anthropic)."""
     drop = set(call_ids)
@@ -190,6 +202,8 @@ def fit(
     start_on: Literal["user"] | None = "user",
     pinned: Iterable[int] = (),
     unanswered: Literal["drop", "strip"] = "drop",
+    max_messages: int | None = None,
+    max_turns: int | None = None,
 ) -> FitResult:
     """Keep the pins and the longest recent window of ``messages`` that fits in ``budget``.
 
@@ -200,10 +214,18 @@ def fit(
     removes only the unanswered calls). Before the latest user message the window grows by
     whole rounds, so it starts on a user message (``start_on="user"``; ``None`` grows by units).
 
+    ``max_messages`` and ``max_turns`` (user turns) cap the kept messages, pins included, on
+    top of the budget: the window stops at the first unit or round that would pass a cap, so
+    a call is never kept without its results. ``stats["stop_reason"]`` names the limit that
+    stopped it: ``"budget"``, ``"max_messages"``, ``"max_turns"``, ``"start_on_user"`` or
+    ``"all_fit"``. Pins are kept even when they alone pass a cap.
+
     Raises ``BudgetError`` (a ``ValueError``) when the pins alone exceed the budget.
     """
     msgs = _as_list(messages)
     b = _budget(budget)
+    cap_messages = _cap("max_messages", max_messages)
+    cap_turns = _cap("max_turns", max_turns)
     if start_on not in ("user", "human", None):
         raise ValueError(f"start_on must be 'user' or None, not {start_on!r}")
     if unanswered not in ("drop", "strip"):
@@ -220,6 +242,8 @@ def fit(
         start_on_user=start_on is not None,
         pinned=_pins(pinned, len(msgs)),
         strip_unanswered=unanswered == "strip",
+        max_messages=cap_messages,
+        max_turns=cap_turns,
     )
     return _result(msgs, raw, b, c)
 

@@ -20,8 +20,11 @@ exactly one message to the parent, atomically with marking the child finished:
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -60,6 +63,7 @@ class Session:
         # the state version this handle last read or wrote: save_state's default expectation
         self._seen_version = 0
         self._parent_id: str | bool | None = False  # False: not looked up yet (it never changes)
+        self._pending: dict[str, Any] = {}  # consumer -> its running background summary
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, store={self.store!r})"
@@ -127,13 +131,23 @@ class Session:
                 return list(self._cache)
         return None  # another thread reset the cache under us: read again
 
-    def append(self, message: Mapping[str, Any]) -> int:
-        """Append one message (one transaction); its index in the history."""
-        return self.store.append(self.id, [message])
+    def append(self, message: Mapping[str, Any], *, summarize: Any = None) -> int:
+        """Append one message (one transaction); its index in the history.
 
-    def extend(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        ``summarize=cm`` (a ContextManager) then makes the next summary in the background
+        (:meth:`summarize_after`), so the next request does not wait for it.
+        """
+        index = self.store.append(self.id, [message])
+        if summarize is not None:
+            self.summarize_after(summarize)
+        return index
+
+    def extend(self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None) -> int:
         """Append messages atomically and contiguously; the index of the first."""
-        return self.store.append(self.id, list(messages))
+        index = self.store.append(self.id, list(messages))
+        if summarize is not None:
+            self.summarize_after(summarize)
+        return index
 
     async def aappend(self, message: Mapping[str, Any]) -> int:
         return await self.store.aappend(self.id, [message])
@@ -191,6 +205,11 @@ class Session:
     def prepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
         """``cm.prepare`` on the full history and stored state; saves the new state.
 
+        Each consumer (``ContextManager(consumer=...)``: an agent, a router, a classifier) has
+        its own state in the session, so managers with different budgets over one history never
+        reset each other; a consumer without a summary yet starts from another consumer's
+        summary when it fits its own summary budget instead of summarizing again.
+
         If another worker saved a state meanwhile (ConflictError), prepares again from the
         fresh state, up to ``retries`` times. Returns the Prepared (``.messages``, ``.stats``,
         ``.state``). A Prepared without state (None) leaves the stored state alone.
@@ -199,43 +218,117 @@ class Session:
         while True:
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
-            state, version = self.load_state()
+            stored, version = self.load_state()
             messages = self.load()
-            prepared = cm.prepare(messages, state=state, tools=tools, **kwargs)
-            if self._persist(prepared, state, version, attempt, retries):
+            own = own_state(cm, stored)
+            if self._summarizing(cm):
+                kwargs["summarize"] = False  # never wait for the background summary
+            prepared = cm.prepare(messages, state=own, tools=tools, **kwargs)
+            new = getattr(prepared, "state", None)
+            # None means "no summary state": never erase a stored summary by accident
+            if new is None or new == own:
                 return prepared
+            try:
+                self.save_state(with_consumer_state(cm, stored, new), version)
+                return prepared
+            except ConflictError as exc:
+                self._on_conflict(exc, attempt, retries)
             attempt += 1
 
     async def aprepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
         """Async ``prepare``: awaits ``cm.aprepare``."""
         attempt = 0
         while True:
-            state, version = await self.aload_state()
+            stored, version = await self.aload_state()
             messages = await self.aload()
-            prepared = await cm.aprepare(messages, state=state, tools=tools, **kwargs)
-            new_state = getattr(prepared, "state", None)
-            if new_state is None or new_state == state:
+            own = own_state(cm, stored)
+            if self._summarizing(cm):
+                kwargs["summarize"] = False
+            prepared = await cm.aprepare(messages, state=own, tools=tools, **kwargs)
+            new = getattr(prepared, "state", None)
+            if new is None or new == own:
                 return prepared
             try:
-                await self.asave_state(new_state, version)
+                await self.asave_state(with_consumer_state(cm, stored, new), version)
                 return prepared
             except ConflictError as exc:
                 self._on_conflict(exc, attempt, retries)
             attempt += 1
 
-    def _persist(
-        self, prepared: Any, state: dict[str, Any] | None, version: int, attempt: int, retries: int
-    ) -> bool:
-        new_state = getattr(prepared, "state", None)
-        # None means "no summary state": never erase a stored summary by accident
-        if new_state is None or new_state == state:
-            return True
-        try:
-            self.save_state(new_state, version)
-            return True
-        except ConflictError as exc:
-            self._on_conflict(exc, attempt, retries)
-            return False
+    # ------------------------------------------------------------------ summaries after the reply
+
+    def summarize_after(self, cm: Any) -> concurrent.futures.Future[bool]:
+        """Make ``cm``'s next summary in a background thread; a future of whether it was saved.
+
+        The result is saved with compare-and-set on the state version read before
+        summarizing: if anything saved a state meanwhile (a request, another worker) the
+        background result is stale and dropped, never written over the newer state.
+        While it runs, :meth:`prepare` with the same consumer does not summarize (it fits
+        plainly, as today when a summary is not ready) and never waits for it.
+        """
+        future = _background().submit(self._summarize_after, cm)
+        self._track(cm, future)
+        return future
+
+    def asummarize_after(self, cm: Any) -> asyncio.Task[bool]:
+        """:meth:`summarize_after` as an asyncio task (call it from a running loop)."""
+        task = asyncio.ensure_future(self._asummarize_after(cm))
+        self._track(cm, task)
+        return task
+
+    def _track(self, cm: Any, job: Any) -> None:
+        name = _consumer(cm)
+        with self._lock:
+            self._pending[name] = job
+
+        def done(_: Any) -> None:
+            with self._lock:
+                if self._pending.get(name) is job:
+                    del self._pending[name]
+
+        job.add_done_callback(done)
+
+    def _summarizing(self, cm: Any) -> bool:
+        with self._lock:
+            job = self._pending.get(_consumer(cm))
+        return job is not None and not job.done()
+
+    def _summarize_after(self, cm: Any) -> bool:
+        stored, version = self.store.load_state(self.id)
+        own = own_state(cm, stored)
+        new = cm.summarize_after(self.load(), own)
+        for _ in range(_SAVE_ATTEMPTS):
+            record = _record_after(cm, stored, own, new)
+            if record is None:
+                return False
+            try:
+                # the store's own compare-and-set: this handle's expectation is left alone
+                self.store.save_state(self.id, record, version)
+                return True
+            except ConflictError:
+                stored, version = self.store.load_state(self.id)
+        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
+        return False
+
+    async def _asummarize_after(self, cm: Any) -> bool:
+        stored, version = await self.store.aload_state(self.id)
+        own = own_state(cm, stored)
+        new = await cm.asummarize_after(await self.aload(), own)
+        for _ in range(_SAVE_ATTEMPTS):
+            record = _record_after(cm, stored, own, new)
+            if record is None:
+                return False
+            try:
+                await self.store.asave_state(self.id, record, version)
+                return True
+            except ConflictError:
+                stored, version = await self.store.aload_state(self.id)
+        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
+        return False
+
+    def consumer_state(self, consumer: str) -> dict[str, Any] | None:
+        """The stored state of one consumer (``"default"`` is the top-level state)."""
+        return _slot(self.state, consumer)
 
     def _on_conflict(self, exc: ConflictError, attempt: int, retries: int) -> None:
         if attempt >= retries:
@@ -405,6 +498,165 @@ class Session:
         if role == "assistant":
             return {"role": "assistant", "name": self.id, "content": text}
         return {"role": role, "content": text}
+
+
+# ---------------------------------------------------------------------- per-consumer state
+
+_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads background summaries run in (created on first use, shared)."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            workers = int(os.environ.get("WINDOWFIT_SUMMARY_WORKERS", "2") or 2)
+            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, workers), thread_name_prefix="windowfit-summary"
+            )
+        return _EXECUTOR
+
+
+DEFAULT_CONSUMER = "default"
+_CONSUMERS = "consumers"
+
+# Fields a borrowed summary keeps: what it holds and where it ends. The rest (cut, scan,
+# backoff, turn counters) belongs to the consumer that made it.
+_BORROWED = (
+    "version",
+    "summary",
+    "summary_tokens",
+    "summarized_until",
+    "summarized_messages",
+    "evicted_tokens",
+    "language",
+    "created_at",
+    "anchor",
+    "next_anchor",
+)
+
+
+def _consumer(cm: Any) -> str:
+    return str(getattr(cm, "consumer", None) or DEFAULT_CONSUMER)
+
+
+def _slot(stored: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """One consumer's state inside the stored record: the default consumer's is the record
+    itself (as before consumers existed), the others' under ``"consumers"``."""
+    if not stored:
+        return None
+    if name == DEFAULT_CONSUMER:
+        own = {k: v for k, v in stored.items() if k != _CONSUMERS}
+        return own or None
+    others = stored.get(_CONSUMERS)
+    state = others.get(name) if isinstance(others, Mapping) else None
+    return dict(state) if isinstance(state, Mapping) else None
+
+
+def _names(stored: Mapping[str, Any] | None) -> list[str]:
+    if not stored:
+        return []
+    others = stored.get(_CONSUMERS)
+    return [DEFAULT_CONSUMER, *(others if isinstance(others, Mapping) else ())]
+
+
+def own_state(cm: Any, stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The state ``cm`` continues from: its own, else another consumer's summary that fits."""
+    name = _consumer(cm)
+    own = _slot(stored, name)
+    if own is not None and own.get("summary"):
+        return own
+    cap = _summary_room(cm)
+    best: dict[str, Any] | None = None
+    for other in _names(stored):
+        state = _slot(stored, other) if other != name else None
+        if not state or not state.get("summary"):
+            continue
+        tokens = state.get("summary_tokens")
+        if not isinstance(tokens, int) or tokens > cap:
+            continue
+        # a summary made for a smaller window cut earlier than this consumer needs to
+        window = state.get("context_window")
+        if isinstance(window, int) and window < getattr(cm, "context_window", 0):
+            continue
+        if best is None or state.get("summarized_until", 0) > best.get("summarized_until", 0):
+            best = state
+    if best is None:
+        return own
+    borrowed = {k: best[k] for k in _BORROWED if k in best}
+    borrowed["cut"] = borrowed.get("summarized_until", 0)
+    logger.info("consumer %r starts from another consumer's summary", name)
+    return borrowed
+
+
+def _summary_room(cm: Any) -> int:
+    """The largest summary ``cm`` could hold: its absolute cap and its summary budget."""
+    cap = getattr(cm, "summary_max_tokens", None)
+    budget = getattr(cm, "_budget", None)
+    room = cap if isinstance(cap, int) else 0
+    if callable(budget):
+        try:
+            room = min(room, int(budget(0, 0).summary_budget))
+        except Exception:  # noqa: BLE001 - a manager without budgets borrows nothing
+            return 0
+    return room
+
+
+_SAVE_ATTEMPTS = 3
+
+# What a background summary changes in a consumer's state.
+_SUMMARY_FIELDS = (
+    *(k for k in _BORROWED if k != "version"),
+    "summaries",
+    "summary_turns",
+    "failures",
+    "retry_turn",
+    "last_error",
+)
+
+
+def _record_after(
+    cm: Any, stored: Any, base: Any, new: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The record to save after a background summary made from ``base``, or None.
+
+    ``stored`` is the record as it is now. When requests saved states meanwhile without a
+    new summary (they fitted plainly while this one ran), the summary is carried onto the
+    newest state; when anything else summarized meanwhile, this result is stale: None.
+    """
+    if new is None or new == base:
+        return None
+    current = _slot(stored, _consumer(cm))
+    if current is None or current == base:
+        return with_consumer_state(cm, stored, new)
+    before = base or {}
+    # "" / 0 / missing all mean "no summary yet"
+    if any(
+        (current.get(k) or None) != (before.get(k) or None) for k in ("summary", "summarized_until")
+    ):
+        return None
+    merged = dict(current)
+    merged.update({k: new[k] for k in _SUMMARY_FIELDS if k in new})
+    if int(new.get("cut", 0)) >= int(current.get("cut", 0)):
+        merged.update(cut=new.get("cut", 0), cut_tokens=new.get("cut_tokens", 0), head_user=None)
+    return with_consumer_state(cm, stored, merged)
+
+
+def with_consumer_state(
+    cm: Any, stored: Mapping[str, Any] | None, new: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The stored record with ``cm``'s state replaced by ``new``, the others untouched."""
+    name = _consumer(cm)
+    others = dict(stored.get(_CONSUMERS) or {}) if stored else {}
+    if name == DEFAULT_CONSUMER:
+        out = {k: v for k, v in new.items() if k != _CONSUMERS}
+    else:
+        out = {k: v for k, v in (stored or {}).items() if k != _CONSUMERS}
+        others[name] = dict(new)
+    if others:
+        out[_CONSUMERS] = others
+    return out
 
 
 # `store.session(id)` makes Session handles; the store package must not import this module

@@ -53,6 +53,11 @@ pub struct FitOptions {
     pub unanswered: Unanswered,
     /// Tokens the request costs besides its messages (`count_messages(ms) - sum(count_message)`).
     pub reply_priming: u64,
+    /// At most this many messages are kept (pins included); the window stops at the first
+    /// unit or round that would pass it, so a call is never kept without its results.
+    pub max_messages: Option<usize>,
+    /// At most this many user turns are kept (pins included), counted like `max_messages`.
+    pub max_turns: Option<usize>,
 }
 
 impl Default for FitOptions {
@@ -64,6 +69,8 @@ impl Default for FitOptions {
             pinned: Vec::new(),
             unanswered: Unanswered::Drop,
             reply_priming: 0,
+            max_messages: None,
+            max_turns: None,
         }
     }
 }
@@ -79,6 +86,10 @@ pub enum StopReason {
     /// Everything from the first user turn on fit; older messages are left out so the window
     /// starts on a user turn.
     StartOnUser,
+    /// The next older unit (or round) would pass `max_messages`.
+    MaxMessages,
+    /// The next older round would pass `max_turns`.
+    MaxTurns,
 }
 
 impl StopReason {
@@ -87,6 +98,8 @@ impl StopReason {
             StopReason::AllFit => "all_fit",
             StopReason::Budget => "budget",
             StopReason::StartOnUser => "start_on_user",
+            StopReason::MaxMessages => "max_messages",
+            StopReason::MaxTurns => "max_turns",
         }
     }
 }
@@ -224,6 +237,12 @@ pub fn fit(
         )));
     }
     let mut room = u128::from(budget) - need;
+    let mut caps = Caps::new(opts);
+    for (u, s) in slot.iter().enumerate() {
+        if *s != Slot::Out {
+            caps.take(a.units[u].len(), usize::from(a.units[u].user_turn));
+        }
+    }
 
     // Units from `floor` on grow one at a time; older ones by rounds (start_on_user). Without
     // a user turn there is no round to start on, so everything grows by units.
@@ -231,38 +250,43 @@ pub fn fit(
         Some(l) if opts.start_on_user => l,
         _ => 0,
     };
-    let mut stopped = false;
+    let mut stopped = None;
     for u in (floor..nu).rev() {
         if slot[u] != Slot::Out {
             continue;
         }
         let c = a.cost(u, recount);
-        if c > room {
-            stopped = true;
+        let (len, turns) = (a.units[u].len(), usize::from(a.units[u].user_turn));
+        if let Some(why) = caps.refuse(c, room, len, turns) {
+            stopped = Some(why);
             break;
         }
         room -= c;
+        caps.take(len, turns);
         slot[u] = Slot::Window;
     }
     let mut before_first_user = false;
-    if !stopped && floor > 0 {
+    if stopped.is_none() && floor > 0 {
         // Rounds [k, end): k is a user turn, end the next one (or the latest user turn).
         let mut end = floor;
         for k in (0..floor).rev() {
             if !a.units[k].user_turn {
                 continue;
             }
-            let mut c = 0u128;
+            let (mut c, mut len, mut turns) = (0u128, 0usize, 0usize);
             for (u, s) in slot.iter().enumerate().take(end).skip(k) {
                 if *s == Slot::Out {
                     c += a.cost(u, recount);
+                    len += a.units[u].len();
+                    turns += usize::from(a.units[u].user_turn);
                 }
             }
-            if c > room {
-                stopped = true;
+            if let Some(why) = caps.refuse(c, room, len, turns) {
+                stopped = Some(why);
                 break;
             }
             room -= c;
+            caps.take(len, turns);
             for s in &mut slot[k..end] {
                 if *s == Slot::Out {
                     *s = Slot::Window;
@@ -271,18 +295,48 @@ pub fn fit(
             end = k;
         }
         // Units before the first user turn are never in a window that must start on one.
-        before_first_user = !stopped && slot[..end].contains(&Slot::Out);
+        before_first_user = stopped.is_none() && slot[..end].contains(&Slot::Out);
     }
-    let stop = if stopped {
-        StopReason::Budget
-    } else if before_first_user {
-        StopReason::StartOnUser
-    } else {
-        StopReason::AllFit
+    let stop = match stopped {
+        Some(why) => why,
+        None if before_first_user => StopReason::StartOnUser,
+        None => StopReason::AllFit,
     };
 
     let keep: Vec<bool> = slot.iter().map(|s| *s != Slot::Out).collect();
     Ok(a.assemble(&keep, opts.reply_priming, pins, stop, recount))
+}
+
+/// What is left of the message and turn caps while the window grows.
+struct Caps {
+    messages: Option<usize>,
+    turns: Option<usize>,
+}
+
+impl Caps {
+    fn new(opts: &FitOptions) -> Self {
+        Caps { messages: opts.max_messages, turns: opts.max_turns }
+    }
+
+    /// Counts kept messages and user turns against the caps; pins may overdraw them (to 0).
+    fn take(&mut self, messages: usize, turns: usize) {
+        self.messages = self.messages.map(|m| m.saturating_sub(messages));
+        self.turns = self.turns.map(|t| t.saturating_sub(turns));
+    }
+
+    /// Why a block of `cost` tokens, `messages` messages and `turns` user turns cannot be
+    /// added with `room` tokens left: the budget is named first when several limits refuse.
+    fn refuse(&self, cost: u128, room: u128, messages: usize, turns: usize) -> Option<StopReason> {
+        if cost > room {
+            Some(StopReason::Budget)
+        } else if self.messages.is_some_and(|m| messages > m) {
+            Some(StopReason::MaxMessages)
+        } else if self.turns.is_some_and(|t| turns > t) {
+            Some(StopReason::MaxTurns)
+        } else {
+            None
+        }
+    }
 }
 
 /// Where a unit stands in the selection.

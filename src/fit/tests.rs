@@ -722,6 +722,8 @@ fn gen_opts(rng: &mut Rng, n: usize) -> FitOptions {
         pinned,
         unanswered: if rng.pct(50) { Unanswered::Drop } else { Unanswered::Strip },
         reply_priming: if rng.pct(50) { 0 } else { rng.below(6) },
+        max_messages: None,
+        max_turns: None,
     }
 }
 
@@ -1088,5 +1090,63 @@ fn property_repair_matches_reference() {
             let q = repair(&again, mode, 0, &no_recount);
             assert_eq!(q.kept.len(), again.len());
         }
+    }
+}
+
+// ---------- message and turn caps ----------
+
+fn capped(max_messages: Option<usize>, max_turns: Option<usize>) -> FitOptions {
+    FitOptions { max_messages, max_turns, ..FitOptions::default() }
+}
+
+#[test]
+fn max_messages_keeps_whole_rounds_and_names_the_cap() {
+    // sys | u a | u call tool tool | u   -> rounds of 2 and 4 messages before the last user
+    let h = [sys(1), user(1), asst(1), user(1), call(1, &["a", "b"]), tool(1, "a"), tool(1, "b"), user(1)];
+    let p = run(&h, 1000, &capped(Some(6), None)).unwrap();
+    // pins: sys + last user = 2; the newest round (4 messages) fits, the older (2) would make 8
+    assert_eq!(p.kept, vec![0, 3, 4, 5, 6, 7]);
+    assert_eq!(p.stats.stop_reason, StopReason::MaxMessages);
+    // one message short of the round: the round is not split, so it is left out whole
+    let p = run(&h, 1000, &capped(Some(5), None)).unwrap();
+    assert_eq!(p.kept, vec![0, 7]);
+    assert_eq!(p.stats.stop_reason, StopReason::MaxMessages);
+    // the budget is named when it refuses too
+    assert_eq!(run(&h, 4, &capped(Some(5), None)).unwrap().stats.stop_reason, StopReason::Budget);
+}
+
+#[test]
+fn max_messages_never_splits_a_call_from_its_results_by_units() {
+    let h = [user(1), call(1, &["a", "b"]), tool(1, "a"), tool(1, "b"), asst(1)];
+    let o = FitOptions { max_messages: Some(4), ..units_only() };
+    // last user (pinned) + the answer fit; the 3-message call unit would make 5
+    assert_eq!(kept(&h, 1000, &o), vec![0, 4]);
+}
+
+#[test]
+fn max_turns_counts_user_turns_with_the_pinned_one() {
+    let h = [user(1), asst(1), user(1), asst(1), user(1), asst(1), user(1)];
+    let p = run(&h, 1000, &capped(None, Some(2))).unwrap();
+    assert_eq!(p.kept, vec![4, 5, 6]);
+    assert_eq!(p.stats.stop_reason, StopReason::MaxTurns);
+    let p = run(&h, 1000, &capped(None, Some(4))).unwrap();
+    assert_eq!((p.kept.len(), p.stats.stop_reason), (7, StopReason::AllFit));
+}
+
+#[test]
+fn pins_over_a_cap_are_kept_and_nothing_else() {
+    let h = [sys(1), sys(1), user(1), asst(1), user(1)];
+    let p = run(&h, 1000, &capped(Some(1), Some(0))).unwrap();
+    assert_eq!(p.kept, vec![0, 1, 4]);
+    assert_eq!(p.stats.stop_reason, StopReason::MaxMessages);
+}
+
+#[test]
+fn no_caps_is_the_uncapped_fit() {
+    let h = [sys(3), user(2), call(4, &["a"]), tool(5, "a"), asst(2), user(3), asst(1), user(2)];
+    for b in 0..30 {
+        let a = run(&h, b, &FitOptions::default());
+        let c = run(&h, b, &capped(Some(h.len()), Some(h.len())));
+        assert_eq!(a.map(|p| p.kept).ok(), c.map(|p| p.kept).ok(), "budget {b}");
     }
 }

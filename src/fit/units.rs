@@ -46,6 +46,13 @@ pub(super) struct Analysis<'a> {
     unanswered: usize,
 }
 
+impl Unit {
+    /// How many messages the unit sends.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 impl<'a> Analysis<'a> {
     pub(super) fn new(msgs: &'a [MessageInfo], mode: Unanswered) -> Self {
         let n = msgs.len();

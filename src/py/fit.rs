@@ -74,7 +74,7 @@ fn mode(strip_unanswered: bool) -> Unanswered {
 /// from `windowfit.fit` (pins in range, budget a non-negative int).
 #[pyfunction]
 #[pyo3(signature = (counter, messages, budget, *, keep_system=true, keep_last_user=true, start_on_user=true,
-                    pinned=Vec::new(), strip_unanswered=false))]
+                    pinned=Vec::new(), strip_unanswered=false, max_messages=None, max_turns=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_indices(
     py: Python<'_>,
@@ -86,6 +86,8 @@ fn fit_indices(
     start_on_user: bool,
     pinned: Vec<usize>,
     strip_unanswered: bool,
+    max_messages: Option<usize>,
+    max_turns: Option<usize>,
 ) -> PyResult<PyFitOutcome> {
     let counter = counter.get().inner.clone();
     let unanswered = mode(strip_unanswered);
@@ -97,6 +99,8 @@ fn fit_indices(
         pinned,
         unanswered,
         reply_priming: counter.format().reply_priming as u64,
+        max_messages,
+        max_turns,
     };
     let complete = count_for_window(&mut infos, &mut rest, budget, &opts)?;
     let full = rest.full;

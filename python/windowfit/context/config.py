@@ -21,7 +21,18 @@ An argument given to the constructor wins, then the environment variable, then t
 | `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
 | `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
 | `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
+| `summary_max_tokens` | `WINDOWFIT_SUMMARY_MAX_TOKENS` | 1024: the absolute cap of one summary |
+| `min_messages_before_summary` | `WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY` | 10 |
+| `max_summaries_per_window` | `WINDOWFIT_MAX_SUMMARIES_PER_WINDOW` | 3 summaries per 20 turns |
+| `resummarize_ratio` | `WINDOWFIT_RESUMMARIZE_RATIO` | 0.5: sliding mode re-summarizes when the evicted tokens reach this share of the summary |
+| `max_messages` | `WINDOWFIT_MAX_MESSAGES` | none: messages kept verbatim, pins included |
+| `max_turns` | `WINDOWFIT_MAX_TURNS` | none: user turns kept verbatim, pins included |
+| `min_recent_rounds` | `WINDOWFIT_MIN_RECENT_ROUNDS` | 0: the newest rounds kept verbatim when they fit |
+| `keep_recent_tool_outputs` | `WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS` | 0: the newest tool results never cut |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
+
+``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
+deployment can roll summaries out in stages with one variable.
 
 `WINDOWFIT_SUMMARIZER=llm` builds an `LLMSummarizer` from `WINDOWFIT_SUMMARY_MODEL`,
 `WINDOWFIT_SUMMARY_BASE_URL`, `WINDOWFIT_SUMMARY_API_KEY`, `WINDOWFIT_SUMMARY_REQUEST_TIMEOUT`
@@ -38,6 +49,7 @@ from typing import Any
 from windowfit.context.budget import Budget, compute_budget
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import UnknownModelError, get_model
 from windowfit.observation import ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
@@ -66,6 +78,14 @@ ENV_VARS: dict[str, str] = {
     "summary_length_ratio": "WINDOWFIT_SUMMARY_LENGTH_RATIO",
     "language": "WINDOWFIT_LANGUAGE",
     "counter": "WINDOWFIT_ENCODING",
+    "summary_max_tokens": "WINDOWFIT_SUMMARY_MAX_TOKENS",
+    "min_messages_before_summary": "WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY",
+    "max_summaries_per_window": "WINDOWFIT_MAX_SUMMARIES_PER_WINDOW",
+    "resummarize_ratio": "WINDOWFIT_RESUMMARIZE_RATIO",
+    "max_messages": "WINDOWFIT_MAX_MESSAGES",
+    "max_turns": "WINDOWFIT_MAX_TURNS",
+    "min_recent_rounds": "WINDOWFIT_MIN_RECENT_ROUNDS",
+    "keep_recent_tool_outputs": "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS",
 }
 
 
@@ -127,7 +147,21 @@ class Settings:
         summary_timeout: float | None = None,
         summary_length_ratio: float | None = None,
         language: str | None = None,
+        summary_max_tokens: int | None = None,
+        min_messages_before_summary: int | None = None,
+        max_summaries_per_window: int | None = None,
+        resummarize_ratio: float | None = None,
+        max_messages: int | None = None,
+        max_turns: int | None = None,
+        min_recent_rounds: int | None = None,
+        keep_recent_tool_outputs: int | None = None,
+        consumer: str | None = None,
     ) -> None:
+        if consumer is not None and (not isinstance(consumer, str) or not consumer):
+            raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
+        # Which reader of a shared session this manager is (an agent, a router): a Session
+        # keeps one state per consumer.
+        self.consumer: str = consumer or "default"
         self.model: str | None = _setting("model", model, None, str)
         info = None
         if self.model is not None:
@@ -194,6 +228,17 @@ class Settings:
             raise ValueError(f"language must be auto, zh or en, not {lang!r}")
         self.language: str | None = None if lang == "auto" else lang
 
+        self._gates(
+            summary_max_tokens,
+            min_messages_before_summary,
+            max_summaries_per_window,
+            resummarize_ratio,
+            max_messages,
+            max_turns,
+            min_recent_rounds,
+            keep_recent_tool_outputs,
+        )
+
         self.counter = self._make_counter(counter, info)
         self.summarizer = self._make_summarizer(summarizer)
         self._priming = int(getattr(self.counter, "reply_priming", 0))
@@ -203,6 +248,53 @@ class Settings:
         self._truncators: dict[int, ObservationTruncator] = {}  # by token cap
 
     # -- construction helpers -------------------------------------------------------------------
+
+    def _gates(
+        self,
+        summary_max_tokens: int | None,
+        min_messages: int | None,
+        max_summaries: int | None,
+        resummarize_ratio: float | None,
+        max_messages: int | None,
+        max_turns: int | None,
+        min_recent_rounds: int | None,
+        keep_recent_tool_outputs: int | None,
+    ) -> None:
+        """When summarizing is allowed, how large a summary may get, and the window's caps."""
+        ints = {
+            "summary_max_tokens": (summary_max_tokens, 1024, 1),
+            "min_messages_before_summary": (min_messages, 10, 0),
+            "max_summaries_per_window": (max_summaries, 3, 0),
+            "max_messages": (max_messages, None, 0),
+            "max_turns": (max_turns, None, 0),
+            "min_recent_rounds": (min_recent_rounds, 0, 0),
+            "keep_recent_tool_outputs": (keep_recent_tool_outputs, 0, 0),
+        }
+        got: dict[str, int | None] = {}
+        for name, (arg, default, low) in ints.items():
+            value = _setting(name, arg, default, int)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+                if value < low:
+                    raise InvalidArgumentError(f"{name} must be >= {low}, got {value}")
+            got[name] = value
+        self.summary_max_tokens: int = got["summary_max_tokens"] or 1
+        self.min_messages_before_summary: int = got["min_messages_before_summary"] or 0
+        self.max_summaries_per_window: int = got["max_summaries_per_window"] or 0
+        self.max_messages: int | None = got["max_messages"]
+        self.max_turns: int | None = got["max_turns"]
+        self.min_recent_rounds: int = got["min_recent_rounds"] or 0
+        self.keep_recent_tool_outputs: int = got["keep_recent_tool_outputs"] or 0
+        ratio = _setting("resummarize_ratio", resummarize_ratio, 0.5, float)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 10:
+            raise InvalidArgumentError(f"resummarize_ratio must be in (0, 10], got {ratio!r}")
+        self.resummarize_ratio = float(ratio)
+
+    @property
+    def summarizing_enabled(self) -> bool:
+        """False with no summarizer or with ``trigger_ratio >= 1.0`` (truncation only)."""
+        return self.summarizer is not None and self.trigger_ratio < 1.0
 
     def _validate_ratios(self) -> None:
         checks = (

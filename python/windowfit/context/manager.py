@@ -77,13 +77,19 @@ class ContextManager(Stats, Planner, Runner):
         messages: Sequence[Message],
         state: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        summarize: bool = True,
     ) -> Prepared:
         """The prompt to send for ``messages`` (the full history), plus stats and new state.
+
+        ``summarize=False`` never calls the summarizer (a summary is being made off the
+        request path): what would have been summarized is fitted plainly this turn and
+        ``stats["summary_deferred"]`` says so.
 
         Raises ``windowfit.BudgetError`` only when the system messages and the latest user
         message alone do not fit the prompt budget.
         """
-        plan = self._plan(messages, state, tools)
+        plan = self._deferred(self._plan(messages, state, tools), summarize)
         outcome = self._run_sync(plan.job) if plan.job is not None else None
         return self._finish(plan, outcome)
 
@@ -92,11 +98,47 @@ class ContextManager(Stats, Planner, Runner):
         messages: Sequence[Message],
         state: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        summarize: bool = True,
     ) -> Prepared:
         """:meth:`prepare` for async code: async summarizers are awaited, sync ones run in a thread."""
-        plan = self._plan(messages, state, tools)
+        plan = self._deferred(self._plan(messages, state, tools), summarize)
         outcome = await self._run_async(plan.job) if plan.job is not None else None
         return self._finish(plan, outcome)
+
+    def summarize_after(
+        self,
+        messages: Sequence[Message],
+        state: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The state for the next request, with any summary it needs made now.
+
+        Call it after the reply is stored (in a thread, a task or a save hook): the next
+        :meth:`prepare` finds the summary in the state instead of waiting for a summarizer on
+        the request path.
+        """
+        return self.prepare(messages, state=state, tools=tools).state
+
+    async def asummarize_after(
+        self,
+        messages: Sequence[Message],
+        state: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`summarize_after` for async code."""
+        return (await self.aprepare(messages, state=state, tools=tools)).state
+
+    @staticmethod
+    def _deferred(plan: Plan, summarize: bool) -> Plan:
+        plan.stats["summary_deferred"] = False
+        if not summarize and plan.job is not None:
+            plan.job = None  # _finish fits at the old cut, as after a failed summary
+            plan.stats["summary_deferred"] = True
+            plan.stats["strategy_reason"] = (
+                f"{plan.stats.get('strategy_reason', '')}; the summary is made off the request path"
+            )
+        return plan
 
     def recommend(
         self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None
@@ -199,6 +241,7 @@ class ContextManager(Stats, Planner, Runner):
                     retry_turn=0,
                     last_error=None,
                     anchor=fingerprint(msgs[job.hi - 1]),
+                    next_anchor=fingerprint(msgs[job.hi]) if job.hi < len(msgs) else None,
                 )
                 st["summary_turns"] = [*st["summary_turns"], st["turn"]][-10:]
                 plan.cut = job.new_cut
@@ -242,6 +285,8 @@ class ContextManager(Stats, Planner, Runner):
             )
         st["cut"] = plan.cut
         st["cut_tokens"] = plan.cut_tokens
+        # lets a consumer sharing the session tell whether this summary suits its window
+        st["context_window"] = self.context_window
         st["head_user"] = next(
             (fitted.view.source[k] for k in fitted.view.pinned if fitted.view.source[k] >= 0), None
         )

@@ -18,11 +18,13 @@ from windowfit.context.budget import (
     MIN_SUMMARY_TOKENS,
     OVERSIZE_FACTOR,
     TARGET_HEADROOM,
+    Budget,
     summary_target_tokens,
 )
 from windowfit.context.plan import Job, Plan
 from windowfit.context.strategy import RECENT_SUMMARY_WINDOW, StrategyDecision, choose_strategy
 from windowfit.context.window import Windows
+from windowfit.fitting import fit
 from windowfit.messages import SYSTEM_ROLES, copy_json, fingerprint, message_text, next_unit
 from windowfit.summarize import detect_language
 
@@ -65,7 +67,8 @@ class Planner(Windows):
             "messages_total": n,
             "tokens_full": scan["tokens"] + (self._priming if n else 0) + tools_tokens,
             "tokens_tools": tools_tokens,
-            "state_reset": reset,
+            "state_reset": reset is not None,
+            "state_reset_reason": reset,
             "summary_triggered": False,
             "summary_failed": False,
             "summary_error": None,
@@ -100,6 +103,10 @@ class Planner(Windows):
         st = plan.state
         if self.summarizer is None:
             return StrategyDecision("truncate", "no summarizer configured")
+        if not self.summarizing_enabled:
+            return StrategyDecision(
+                "truncate", f"summarizing is off (trigger_ratio={self.trigger_ratio} >= 1.0)"
+            )
         if st["retry_turn"] > st["turn"]:
             return StrategyDecision(
                 "truncate",
@@ -119,6 +126,8 @@ class Planner(Windows):
             message_count=len(plan.msgs),
             content_tokens=max(0, content),
             recent_summaries=recent,
+            frequency_limit=self.max_summaries_per_window,
+            min_messages=self.min_messages_before_summary,
         )
 
     def _plan_stable(self, plan: Plan, s: int, base: int) -> None:
@@ -144,7 +153,13 @@ class Planner(Windows):
                 ),
             )
             return
-        new_cut = self._cut_for(plan, plan.cut, b.low_water)
+        new_cut = self._round_floor(plan, self._cut_for(plan, plan.cut, b.low_water), b)
+        if new_cut <= plan.cut and self.min_recent_rounds:
+            plan.stats.update(
+                strategy="keep",
+                strategy_reason=f"the newest {self.min_recent_rounds} rounds stay verbatim",
+            )
+            return
         if new_cut <= plan.cut:
             plan.stats.update(
                 strategy="fallback",
@@ -166,9 +181,9 @@ class Planner(Windows):
         summary_msgs = self._summary_messages(st["summary"], st)
         summary_tokens = sum(self.counter.count_message(m) for m in summary_msgs)
         recent_budget = max(0, b.history_budget - summary_tokens)
-        new_cut = max(self._cut_for(plan, s, recent_budget), plan.cut)
+        new_cut = max(self._round_floor(plan, self._cut_for(plan, s, recent_budget), b), plan.cut)
         pending = self._tokens_between(plan.msgs, s, new_cut)
-        threshold = max(0.5 * st["summary_tokens"], 0.05 * b.history_budget)
+        threshold = max(self.resummarize_ratio * st["summary_tokens"], 0.05 * b.history_budget)
         plan.cut = new_cut
         if new_cut > s and pending >= threshold:
             decision = self._decide(plan)
@@ -182,6 +197,33 @@ class Planner(Windows):
                 f"sliding window; {pending} evicted tokens pending, summary refresh at {int(threshold)}"
             ),
         )
+
+    def _round_floor(self, plan: Plan, new_cut: int, b: Budget) -> int:
+        """``new_cut`` moved back so the newest ``min_recent_rounds`` rounds stay verbatim,
+        when they fit beside a full summary; otherwise ``new_cut`` (the tool outputs in the
+        window are already truncated, so only now does a round have to go)."""
+        rounds = self.min_recent_rounds
+        if not rounds or new_cut <= plan.cut:
+            return new_cut
+        window, _, _ = self._window(plan, plan.cut)
+        if not window:
+            return new_cut
+        # fit's own round rule: the window holding the newest N user turns
+        r = fit(
+            window,
+            2**62,
+            counter=self.counter,
+            keep_system=False,
+            keep_last_user=False,
+            max_turns=rounds,
+        )
+        start = plan.cut + r.kept[0] if r.kept else new_cut
+        if start >= new_cut:
+            return new_cut
+        room = b.history_budget - b.summary_budget
+        if self._tokens_between(plan.msgs, start, len(plan.msgs)) <= room:
+            return start
+        return new_cut
 
     def _make_job(self, plan: Plan, s: int, new_cut: int) -> Job | None:
         """The summarization of ``msgs[s:new_cut]`` (chunked to the summarizer's input cap)."""
@@ -217,7 +259,9 @@ class Planner(Windows):
         # switches language gets its summary in the language it is mostly held in.
         language = self.language or self._detect(fold, st["summary"])
         overhead = self._summary_overhead(st, language)
-        room = max(0, b.summary_budget - overhead)
+        # The summary's share of the window, and never above the absolute cap: a summary that
+        # grows with the model's window would crowd out the conversation it stands for.
+        room = max(0, min(b.summary_budget, self.summary_max_tokens) - overhead)
         # Aim below the hard room so a summarizer overshooting its target a little (LLMs do,
         # estimates do) still fits instead of failing the same way every turn.
         target = summary_target_tokens(

@@ -8,10 +8,12 @@ the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_w
 verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
 ``strategy`` (``keep``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
 ``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
-``summary_target_tokens``, ``summary_dropped``, ``has_summary``; ``compacted`` (the cut
+``summary_target_tokens``, ``summary_dropped``, ``has_summary``, ``summary_deferred`` (a
+summary is being made off the request path, this call fitted plainly); ``compacted`` (the cut
 moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
 ``prefix_shared_ratio`` (identical leading part of the previous call's prompt);
-``tool_outputs_truncated``, ``tool_tokens_truncated``; ``state_reset``; ``turn``; ``elapsed_ms``.
+``tool_outputs_truncated``, ``tool_tokens_truncated``; ``state_reset`` and
+``state_reset_reason`` (why a loaded state was not usable); ``turn``; ``elapsed_ms``.
 """
 
 from __future__ import annotations

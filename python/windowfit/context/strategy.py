@@ -40,6 +40,7 @@ def choose_strategy(
     recent_summaries: int = 0,
     has_summarizer: bool = True,
     frequency_limit: int = SUMMARY_FREQUENCY_LIMIT,
+    min_messages: int = 10,
 ) -> StrategyDecision:
     """Truncate-only or summarize, from preference, conversation size and summary frequency.
 
@@ -54,6 +55,11 @@ def choose_strategy(
         return StrategyDecision("truncate", "no summarizer configured")
     if preference == "fast":
         return StrategyDecision("truncate", "preference=fast: truncate only, no summarizer calls")
+    if message_count < min_messages:
+        return StrategyDecision(
+            "truncate",
+            f"{message_count} messages, under min_messages_before_summary={min_messages}",
+        )
     if message_count < 10 and content_tokens < 600:
         return StrategyDecision(
             "truncate", f"short conversation ({message_count} messages, {content_tokens} tokens)"

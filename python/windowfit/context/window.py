@@ -6,6 +6,7 @@ A cut uses fit's unit logic, so it never separates a tool call from its results.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,7 @@ from windowfit.context.plan import Fitted, Plan, View
 from windowfit.context.state import StateKeeper
 from windowfit.fitting import fit
 from windowfit.messages import SYSTEM_ROLES
-from windowfit.observation import ObservationTruncator
+from windowfit.observation import ObservationTruncator, compact_json
 from windowfit.summarize import detect_language
 
 __all__ = ["Windows"]
@@ -27,6 +28,15 @@ Message = Mapping[str, Any]
 
 _TRUNCATION_CACHE_SIZE = 512  # cut outputs remembered per cap
 _TRUNCATORS = 4  # caps remembered
+
+
+@functools.lru_cache(maxsize=_TRUNCATION_CACHE_SIZE)
+def _compacted(content: str) -> str | None:
+    """A list-shaped JSON tool result as one line per record with its key fields (ids,
+    titles, times) and the total: far more records survive a token cap than in a raw cut.
+    Remembered, as the same window is re-cut every turn."""
+    head = content.lstrip()[:1]
+    return compact_json(content) if head in ("[", "{") else None
 
 
 class Windows(StateKeeper):
@@ -94,12 +104,18 @@ class Windows(StateKeeper):
                 direction=self.tool_output_direction,
                 output_dir=None,
                 counter=self.counter,
-                compact_json=False,
+                compact_json=False,  # done by _compacted, before the cut and remembered
                 cache_size=_TRUNCATION_CACHE_SIZE,
             )
             if len(self._truncators) >= _TRUNCATORS:
                 self._truncators.pop(next(iter(self._truncators)), None)
             self._truncators[cap] = truncator
+        compacted = _compacted(content)
+        if compacted is not None:
+            kept = truncator.truncate("", compacted)
+            text = kept["preview"] if kept["truncated"] else compacted
+            saved = self.counter.count(content) - self.counter.count(text)
+            return {**msg, "content": text}, max(0, saved)
         result = truncator.truncate("", content)
         if not result["truncated"]:
             return None
@@ -108,6 +124,18 @@ class Windows(StateKeeper):
             "kept_tokens"
         ]
 
+    def _recent_tool_outputs(self, msgs: list[Any]) -> set[int]:
+        """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole, as
+        the agent is acting on them; older ones can be cut."""
+        want = self.keep_recent_tool_outputs
+        found: set[int] = set()
+        i = len(msgs) - 1
+        while want and i >= 0 and len(found) < want:
+            if msgs[i].get("role") == "tool":
+                found.add(i)
+            i -= 1
+        return found
+
     def _window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
         """``msgs[lo:]`` with oversized tool outputs truncated (new dicts, inputs untouched)."""
         msgs = plan.msgs
@@ -115,9 +143,10 @@ class Windows(StateKeeper):
         if cap > 0 and (plan.trunc_from < 0 or lo < plan.trunc_from):
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
+            whole = self._recent_tool_outputs(msgs)
             for i in range(lo, hi):
                 m = msgs[i]
-                if m.get("role") == "tool":
+                if m.get("role") == "tool" and i not in whole:
                     cut = self._truncated(m, cap)
                     if cut is not None:
                         plan.trunc[i] = cut
@@ -181,11 +210,34 @@ class Windows(StateKeeper):
 
     def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
         try:
-            return fit(view.messages, budget, counter=self.counter, pinned=view.pinned)
+            max_messages, max_turns = self._caps(view)
+            return fit(
+                view.messages,
+                budget,
+                counter=self.counter,
+                pinned=view.pinned,
+                max_messages=max_messages,
+                max_turns=max_turns,
+            )
         except BudgetError:
             if raise_errors or not view.pinned:
                 raise
             return None
+
+    def _caps(self, view: View) -> tuple[int | None, int | None]:
+        """The message and turn caps for fitting ``view``: they count the conversation, so the
+        system prompt and the summary messages are added on top (fit counts pins in its caps)."""
+        if self.max_messages is None and self.max_turns is None:
+            return None, None
+        summary = set(view.summary_idx)
+        extra = sum(
+            1 for i, m in enumerate(view.messages) if i in summary or m.get("role") in SYSTEM_ROLES
+        )
+        turns = sum(1 for i in summary if view.messages[i].get("role") == "user")
+        return (
+            None if self.max_messages is None else self.max_messages + extra,
+            None if self.max_turns is None else self.max_turns + turns,
+        )
 
     def _head_summary_tokens(self, view: View) -> int:
         return sum(self.counter.count_message(view.messages[i]) for i in view.summary_idx)
@@ -205,6 +257,8 @@ class Windows(StateKeeper):
             counter=self.counter,
             keep_system=False,
             keep_last_user=False,
+            max_messages=self.max_messages,
+            max_turns=self.max_turns,
         )
         if r.kept:
             return lo + r.kept[0]

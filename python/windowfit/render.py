@@ -1,0 +1,125 @@
+"""A budgeted plain-text rendering of a history, for routers and classifiers.
+
+A router or intent classifier reads the conversation as text inside its own prompt, with a
+budget far smaller than the agent's (an 8,000-token router beside a 128k agent). The window is
+chosen by ``fit`` itself, so the rendering keeps whole tool rounds and starts on a user turn
+like every other window; only the layout is done here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from windowfit.counting import Counter, resolve_counter
+from windowfit.errors import ArgumentTypeError, BudgetError
+from windowfit.fitting import _as_list, _budget, fit
+from windowfit.messages import SYSTEM_ROLES, message_text
+from windowfit.truncation import truncate
+
+__all__ = ["render_history"]
+
+_LABELS = {"user": "USER", "human": "USER", "assistant": "ASSISTANT", "ai": "ASSISTANT"}
+
+
+def _content_text(message: Mapping[str, Any]) -> str:
+    """The message's text without its tool calls (they are rendered compactly instead)."""
+    return message_text({"role": message.get("role"), "content": message.get("content")})
+
+
+def _calls(message: Mapping[str, Any]) -> list[str]:
+    """``name(args)`` per tool call (OpenAI ``tool_calls`` or Anthropic ``tool_use``)."""
+    out = message_text({"tool_calls": message.get("tool_calls")}).splitlines()
+    content = message.get("content")
+    if isinstance(content, list):
+        out += [
+            f"{p.get('name', '')}({json.dumps(p.get('input'), ensure_ascii=False)})"
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") == "tool_use"
+        ]
+    return out
+
+
+def _line(message: Mapping[str, Any], tool_chars: int) -> str:
+    role = str(message.get("role", ""))
+    if role == "tool" or role == "function":
+        text = _content_text(message)
+        if len(text) > tool_chars:
+            text = text[:tool_chars] + "…"
+        return f"TOOL: {text}"
+    label = _LABELS.get(role, role.upper())
+    parts = [_content_text(message)]
+    calls = _calls(message)
+    if calls:
+        shown = [c if len(c) <= tool_chars else c[:tool_chars] + "…" for c in calls]
+        parts.append("[calls " + "; ".join(shown) + "]")
+    return f"{label}: " + " ".join(p for p in parts if p)
+
+
+def _header(summary: str) -> str:
+    return f"[Earlier conversation summary]:\n{summary}\n"
+
+
+def render_history(
+    messages: Sequence[Any],
+    budget: int,
+    *,
+    counter: Counter | None = None,
+    model: str | None = None,
+    summary: str | None = None,
+    max_turns: int | None = None,
+    max_messages: int | None = None,
+    tool_chars: int = 200,
+) -> str:
+    """The newest part of ``messages`` as role-labelled lines within ``budget`` tokens.
+
+    A summary of older turns, when given, comes first as a header and is counted in the
+    budget (cut to the budget when it alone is larger). System messages are left out (the
+    reader has its own prompt); tool calls show as ``[calls name(args)]`` and tool results as
+    ``TOOL:`` lines, both cut to ``tool_chars`` characters. ``max_turns`` / ``max_messages``
+    cap the window like ``fit``'s. The returned text's token count is at most ``budget``.
+    """
+    msgs = _as_list(messages)
+    b = _budget(budget)
+    if isinstance(tool_chars, bool) or not isinstance(tool_chars, int):
+        raise ArgumentTypeError(f"tool_chars must be an int, not {type(tool_chars).__name__}")
+    if summary is not None and not isinstance(summary, str):
+        raise ArgumentTypeError(f"summary must be a str or None, not {type(summary).__name__}")
+    c = resolve_counter(counter, model)
+    header = _header(summary) if summary else ""
+    if header and c.count(header) > b:
+        return truncate(header, b, counter=c).text  # the summary alone fills the budget
+    convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
+    lines: list[str] = [_line(m, tool_chars) for m in convo]
+
+    def rendered(fit_budget: int) -> tuple[str, int]:
+        try:
+            r = fit(
+                convo,
+                fit_budget,
+                counter=c,
+                keep_system=False,
+                keep_last_user=False,
+                max_turns=max_turns,
+                max_messages=max_messages,
+            )
+        except BudgetError:  # below the reply priming: nothing fits
+            return header, c.count(header)
+        text = "\n".join(
+            [header, *(lines[i] for i in r.kept)] if header else [lines[i] for i in r.kept]
+        )
+        return text, c.count(text)
+
+    # fit's window only grows with its budget, so the largest fit budget whose rendering
+    # stays within ``budget`` is found by bisection.
+    best = header
+    lo, hi = 0, (c.count_messages(convo) if convo else 0)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        text, tokens = rendered(mid)
+        if tokens <= b:
+            best, lo = text, mid + 1
+        else:
+            hi = mid - 1
+    return best
