@@ -437,7 +437,7 @@ def test_finish_without_tool_call_and_with_values(store: BaseStore) -> None:
     assert [m["content"] for m in parent.messages] == [
         '{"ok": true, "files": ["a.png"]}',
         "plain",
-        "ab",
+        "a\nb",
     ]
 
 
