@@ -290,8 +290,8 @@ class _Out:
             from rich.console import Console
             from rich.table import Table
 
-            self._console = Console(highlight=False)
-            self._table_cls = Table
+            self._console: Console | None = Console(highlight=False)
+            self._table_cls: type[Table] | None = Table
         except ImportError:  # pragma: no cover - depends on the environment
             self._console = None
             self._table_cls = None
@@ -314,7 +314,7 @@ class _Out:
         self, columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
     ) -> None:
         cells = [[str(c) for c in row] for row in rows]
-        if self._table_cls is not None:
+        if self._table_cls is not None and self._console is not None:
             from rich.markup import escape
 
             table = self._table_cls(title=title, title_justify="left")
@@ -586,13 +586,13 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     final_text = "\n".join(json.dumps(m, ensure_ascii=False) for m in prepared.messages)
     kept_facts = [f for f in session.facts if f in final_text]
     price = wf.get_model("gpt-4o")
-    cached_price = price.cached_input_price or price.input_price
+    # the demo's reference model is priced in the registry; 0 keeps it running if not
+    input_price = price.input_price or 0.0
+    cached_price = price.cached_input_price or input_price
     sent, shared, naive = totals["sent"], totals["shared"], totals["naive"]
 
     def cost(sent_tokens: int, shared_tokens: int) -> float:
-        return (
-            (sent_tokens - shared_tokens) * price.input_price + shared_tokens * cached_price
-        ) / 1e6
+        return ((sent_tokens - shared_tokens) * input_price + shared_tokens * cached_price) / 1e6
 
     out.line()
     out.table(
