@@ -27,7 +27,9 @@ __all__ = [
     "Encoding",
     "get_encoding",
     "FitOutcome",
+    "ToolUnits",
     "fit_indices",
+    "tool_units",
     "repair_indices",
     "TruncateOutcome",
     "truncate_text",
@@ -138,6 +140,13 @@ class FitOutcome:
     def stop_reason(self) -> Literal["all_fit", "budget", "start_on_user"]: ...
 
 @final
+class ToolUnits:
+    @property
+    def units(self) -> list[tuple[int, int, Literal["message", "tool_round", "orphan"]]]: ...
+    @property
+    def problems(self) -> list[tuple[int, Literal["orphan", "unanswered"], list[str]]]: ...
+
+@final
 class TruncateOutcome:
     @property
     def text(self) -> str: ...
@@ -183,6 +192,7 @@ def repair_indices(
     *,
     strip_unanswered: bool = False,
 ) -> FitOutcome: ...
+def tool_units(messages: Iterable[Mapping[str, Any]]) -> ToolUnits: ...
 def truncate_text(
     counter: Counter,
     text: str,
