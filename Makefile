@@ -12,7 +12,7 @@ demo: dev
 	$(VENV)/bin/windowfit demo
 
 ## test: lint, cargo tests, pytest (property tests, references, real servers on loopback)
-test: test-rust test-python
+test: lint test-rust test-python
 
 ## lint: clippy on the core and the bindings, ruff, mypy on the package, stubtest on _core
 lint: lint-rust lint-python

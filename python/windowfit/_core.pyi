@@ -33,6 +33,7 @@ __all__ = [
     "repair_indices",
     "TruncateOutcome",
     "truncate_text",
+    "count_lines",
     "DEFAULT_MARKER",
     "_message_keys",
     "_memo_stats",
@@ -193,6 +194,7 @@ def repair_indices(
     strip_unanswered: bool = False,
 ) -> FitOutcome: ...
 def tool_units(messages: Iterable[Mapping[str, Any]]) -> ToolUnits: ...
+def count_lines(text: str) -> int: ...
 def truncate_text(
     counter: Counter,
     text: str,
