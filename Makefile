@@ -26,7 +26,7 @@ demo: dev
 	else echo "(shared/data/agent-sessions not present: skipping the real agent run)"; fi
 
 ## test: lint, cargo tests, pytest (property tests, references, real servers on loopback)
-test: test-rust test-python
+test: lint test-rust test-python
 
 ## lint: clippy on the core and the bindings, ruff, mypy on the package, stubtest on _core
 lint: lint-rust lint-python

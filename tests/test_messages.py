@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from windowfit.adapters.canonical import content_text as adapter_content_text
-from windowfit.messages import content_text, copy_json, fingerprint, message_text, next_unit
+from windowfit.messages import content_text, copy_json, fingerprint, message_text, tool_units
 from windowfit.summarize import message_text as summary_message_text
 
 _json = st.recursive(
@@ -78,15 +78,17 @@ def test_fingerprint_depends_on_content_only(rest: dict[str, Any], text: str) ->
     assert len(fingerprint(a)) == 16
 
 
-def test_next_unit_keeps_tool_results_with_their_call() -> None:
+def test_tool_units_keep_tool_results_with_their_call() -> None:
+    def call(i: str) -> dict[str, Any]:
+        return {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
     msgs = [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
         {"role": "tool", "tool_call_id": "a", "content": "1"},
         {"role": "tool", "tool_call_id": "b", "content": "2"},
         {"role": "assistant", "content": "done"},
     ]
-    assert next_unit(msgs, 0, 5) == 1
-    assert next_unit(msgs, 1, 5) == 4
-    assert next_unit(msgs, 1, 3) == 3  # never past the stop
-    assert next_unit(msgs, 4, 5) == 5
+    assert tool_units(msgs) == [(0, 1, "message"), (1, 4, "tool_round"), (4, 5, "message")]
+    # a fold bounded at 3 sees the round cut short, never past its stop
+    assert tool_units(msgs[:3]) == [(0, 1, "message"), (1, 3, "tool_round")]

@@ -27,10 +27,13 @@ __all__ = [
     "Encoding",
     "get_encoding",
     "FitOutcome",
+    "ToolUnits",
     "fit_indices",
+    "tool_units",
     "repair_indices",
     "TruncateOutcome",
     "truncate_text",
+    "count_lines",
     "DEFAULT_MARKER",
     "_message_keys",
     "_memo_stats",
@@ -140,6 +143,13 @@ class FitOutcome:
     def stop_reason(self) -> Literal["all_fit", "budget", "start_on_user"]: ...
 
 @final
+class ToolUnits:
+    @property
+    def units(self) -> list[tuple[int, int, Literal["message", "tool_round", "orphan"]]]: ...
+    @property
+    def problems(self) -> list[tuple[int, Literal["orphan", "unanswered"], list[str]]]: ...
+
+@final
 class TruncateOutcome:
     @property
     def text(self) -> str: ...
@@ -187,6 +197,8 @@ def repair_indices(
     *,
     strip_unanswered: bool = False,
 ) -> FitOutcome: ...
+def tool_units(messages: Iterable[Mapping[str, Any]]) -> ToolUnits: ...
+def count_lines(text: str) -> int: ...
 def truncate_text(
     counter: Counter,
     text: str,

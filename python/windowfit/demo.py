@@ -561,6 +561,7 @@ def _showcase(out: _Out, session: SimulatedSession) -> int:
     final_text = "\n".join(json.dumps(m, ensure_ascii=False) for m in prepared.messages)
     kept_facts = [f for f in session.facts if f in final_text]
     price = wf.get_model("gpt-4o")
+    # the demo's reference model is priced in the registry; 0 keeps it running if not
     input_price = price.input_price or 0.0
     cached_price = price.cached_input_price or input_price
     sent, shared, naive = totals["sent"], totals["shared"], totals["naive"]

@@ -3,7 +3,8 @@
 A message is an OpenAI-style dict (``role``, ``content`` as a str, None or a list of parts,
 ``tool_calls``, ``tool_call_id``); the adapters convert other shapes to it. Counting, fitting and
 the tool-unit rules live in the Rust core; this module owns the few things Python needs to do
-with a message itself, so that every layer reads text the same way.
+with a message itself, so that every layer reads text the same way, and exposes the core's
+tool-unit analysis (``tool_units``, ``history_problems``) to Python callers.
 
 The text rule (one for the whole package):
 
@@ -22,13 +23,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from windowfit import _core
+
 __all__ = [
     "SYSTEM_ROLES",
     "content_text",
     "copy_json",
     "fingerprint",
+    "history_problems",
     "message_text",
-    "next_unit",
+    "tool_units",
 ]
 
 Message = Mapping[str, Any]
@@ -115,14 +119,29 @@ def fingerprint(message: Any) -> str:
     return h.hexdigest()
 
 
-def next_unit(messages: Sequence[Message], start: int, stop: int) -> int:
-    """End (exclusive) of the unit at ``messages[start]``, within ``messages[:stop]``.
+def tool_units(messages: Sequence[Message]) -> list[tuple[int, int, str]]:
+    """``(start, end, kind)`` spans covering ``messages`` in order, never splitting a tool round.
 
-    A unit is a message plus the ``tool`` messages that answer it, so a fold never separates
-    a tool call from its results. Only the boundary is needed here; the pairing rules
-    themselves (and the Anthropic block shape) are the core's, applied when fitting.
+    ``kind`` is ``"message"``, ``"tool_round"`` (a call message, OpenAI ``tool_calls`` or
+    Anthropic ``tool_use`` blocks, and the run of result messages right after it) or
+    ``"orphan"`` (a result message with no call before its run). The spans come from the
+    core's pairing analysis, the very rule a fit applies.
     """
-    end = start + 1
-    while end < stop and messages[end].get("role") == "tool":
-        end += 1
-    return end
+    return list(_core.tool_units(messages).units)
+
+
+def history_problems(messages: Sequence[Message]) -> list[str]:
+    """Ways a history would be rejected by a chat API, by message index; empty when valid.
+
+    The rule is OpenAI's, which every provider shares in some form (Anthropic blocks
+    included): a call message's calls are answered by the result messages right after it,
+    each id once, and every result answers an open call of that message.
+    """
+    problems: list[str] = []
+    for index, kind, ids in _core.tool_units(messages).problems:
+        named = ", ".join(repr(i) for i in ids)
+        if kind == "orphan":
+            problems.append(f"message {index}: tool result {named} answers no pending call")
+        else:
+            problems.append(f"message {index}: tool call {named} is not answered")
+    return problems

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
+from windowfit import _core
 from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     _check_key_fields,
     _compact,
@@ -60,9 +61,9 @@ _ASYNC_INLINE_CHARS = 1 << 20
 # --------------------------------------------------------------------------- measuring
 
 
-def count_lines(text: str) -> int:
-    """Lines as the limits count them: one per ``\\n`` plus a last line without one."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+#: Lines as the limits count them: one per newline plus a last line without one (the core's
+#: rule, so the counts Python reports are the ones the cut enforced).
+count_lines = _core.count_lines
 
 
 def count_bytes(text: str) -> int:

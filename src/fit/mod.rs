@@ -21,6 +21,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::message::{MessageInfo, Role};
+pub use units::{tool_units, Block, BlockKind, Problem, UnitReport};
 pub use window::{count_for_window, CountOnDemand, UNCOUNTED};
 
 mod units;

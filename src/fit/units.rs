@@ -44,6 +44,71 @@ pub(super) struct Analysis<'a> {
     strips: Vec<Strip>,
     orphans: usize,
     unanswered: usize,
+    /// Filled only for [`tool_units`]: a fit needs the verdicts, not the reasons.
+    report: Option<UnitReport>,
+}
+
+/// How a history splits into tool rounds, and what in it a chat API would reject.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnitReport {
+    /// Contiguous spans covering every message once, in order.
+    pub blocks: Vec<Block>,
+    /// By message index (a call block's own problem before those of its results).
+    pub problems: Vec<Problem>,
+}
+
+/// A span `start..end` of messages that a fold or a cut must keep together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub start: usize,
+    pub end: usize,
+    pub kind: BlockKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockKind {
+    /// A message with neither calls nor results.
+    Message,
+    /// A call message and the run of result messages right after it (matching or not).
+    ToolRound,
+    /// A result message with no call message before its run.
+    Orphan,
+}
+
+impl BlockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::Message => "message",
+            BlockKind::ToolRound => "tool_round",
+            BlockKind::Orphan => "orphan",
+        }
+    }
+}
+
+/// Why a message could not be sent as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The result message at `index` answers no open call of the call block before it.
+    Orphan { index: usize, ids: Vec<String> },
+    /// The call message at `index` leaves these ids without a result.
+    Unanswered { index: usize, ids: Vec<String> },
+}
+
+impl Problem {
+    pub fn index(&self) -> usize {
+        match self {
+            Problem::Orphan { index, .. } | Problem::Unanswered { index, .. } => *index,
+        }
+    }
+}
+
+/// The tool rounds and pairing problems of a history: the rule [`Analysis`] applies when
+/// fitting, reported instead of applied (so checkers and folds never re-implement it).
+pub fn tool_units(msgs: &[MessageInfo]) -> UnitReport {
+    let mut report = Analysis::build(msgs, Unanswered::Drop, true).report.unwrap_or_default();
+    // A run's orphans are found before its call's open ids are known: order by message.
+    report.problems.sort_by_key(Problem::index);
+    report
 }
 
 impl Unit {
@@ -55,6 +120,10 @@ impl Unit {
 
 impl<'a> Analysis<'a> {
     pub(super) fn new(msgs: &'a [MessageInfo], mode: Unanswered) -> Self {
+        Self::build(msgs, mode, false)
+    }
+
+    fn build(msgs: &'a [MessageInfo], mode: Unanswered, report: bool) -> Self {
         let n = msgs.len();
         let mut a = Analysis {
             msgs,
@@ -65,6 +134,7 @@ impl<'a> Analysis<'a> {
             strips: Vec::new(),
             orphans: 0,
             unanswered: 0,
+            report: report.then(UnitReport::default),
         };
         let mut table = CallTable::default();
         let mut matched: Vec<usize> = Vec::new();
@@ -75,11 +145,13 @@ impl<'a> Analysis<'a> {
                 // A result with no call block right before it. A message both calling and
                 // answering is malformed in every format, so it is treated the same way.
                 a.drop_as(i, Verdict::Orphan);
+                a.block(i, i + 1, BlockKind::Orphan);
                 i += 1;
                 continue;
             }
             if m.call_ids.is_empty() {
                 a.push_unit(i, &[], None);
+                a.block(i, i + 1, BlockKind::Message);
                 i += 1;
                 continue;
             }
@@ -98,6 +170,10 @@ impl<'a> Analysis<'a> {
                 }
             }
             let open: Vec<String> = table.open().map(str::to_owned).collect();
+            a.block(i, end, BlockKind::ToolRound);
+            if let (Some(r), false) = (a.report.as_mut(), open.is_empty()) {
+                r.problems.push(Problem::Unanswered { index: i, ids: open.clone() });
+            }
             if open.is_empty() {
                 a.push_unit(i, &matched, None);
             } else if mode == Unanswered::Strip && (table.answered() > 0 || m.has_content) {
@@ -117,9 +193,19 @@ impl<'a> Analysis<'a> {
         a
     }
 
+    fn block(&mut self, start: usize, end: usize, kind: BlockKind) {
+        if let Some(r) = self.report.as_mut() {
+            r.blocks.push(Block { start, end, kind });
+        }
+    }
+
     fn drop_as(&mut self, i: usize, v: Verdict) {
         if let Some(slot) = self.verdict.get_mut(i) {
             *slot = v;
+        }
+        if let (Some(r), Verdict::Orphan) = (self.report.as_mut(), v) {
+            let ids = self.msgs.get(i).map(|m| m.result_ids.clone()).unwrap_or_default();
+            r.problems.push(Problem::Orphan { index: i, ids });
         }
         match v {
             Verdict::Orphan => self.orphans += 1,
@@ -213,4 +299,79 @@ impl<'a> Analysis<'a> {
 /// the token counts: the window search bounds itself with it before anything is counted.
 pub(super) fn sendable(msgs: &[MessageInfo]) -> Vec<bool> {
     Analysis::new(msgs, Unanswered::Drop).verdict.iter().map(|v| *v == Verdict::Valid).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Role;
+
+    fn strs(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|s| s.to_string()).collect()
+    }
+    fn text(role: Role) -> MessageInfo {
+        MessageInfo { role, tokens: 1, has_content: true, ..Default::default() }
+    }
+    fn call(ids: &[&str]) -> MessageInfo {
+        MessageInfo { call_ids: strs(ids), ..text(Role::Assistant) }
+    }
+    fn answer(role: Role, ids: &[&str]) -> MessageInfo {
+        MessageInfo { result_ids: strs(ids), ..text(role) }
+    }
+    fn spans(r: &UnitReport) -> Vec<(usize, usize, &'static str)> {
+        r.blocks.iter().map(|b| (b.start, b.end, b.kind.as_str())).collect()
+    }
+
+    #[test]
+    fn a_valid_history_is_blocks_without_problems() {
+        // OpenAI tool messages, then an Anthropic-style user message answering two blocks.
+        let h = [
+            text(Role::User),
+            call(&["a", "b"]),
+            answer(Role::Tool, &["a"]),
+            answer(Role::Tool, &["b"]),
+            call(&["c", "d"]),
+            answer(Role::User, &["d", "c"]),
+            text(Role::Assistant),
+        ];
+        let r = tool_units(&h);
+        assert_eq!(spans(&r), [(0, 1, "message"), (1, 4, "tool_round"), (4, 6, "tool_round"), (6, 7, "message")]);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+
+    #[test]
+    fn orphans_and_unanswered_calls_are_reported_in_message_order() {
+        let h = [
+            answer(Role::Tool, &["x"]), // no call before it
+            call(&["a", "b", "b"]),     // b is duplicated: unanswerable
+            answer(Role::Tool, &["z"]), // answers nothing of message 1
+            answer(Role::User, &["a"]), // fine
+            answer(Role::Tool, &["b"]), // the duplicate cannot be answered
+            text(Role::User),
+            answer(Role::Tool, &["a"]), // late: the user turn closed the round
+        ];
+        let r = tool_units(&h);
+        assert_eq!(spans(&r), [(0, 1, "orphan"), (1, 5, "tool_round"), (5, 6, "message"), (6, 7, "orphan")]);
+        assert_eq!(
+            r.problems,
+            [
+                Problem::Orphan { index: 0, ids: strs(&["x"]) },
+                Problem::Unanswered { index: 1, ids: strs(&["b"]) },
+                Problem::Orphan { index: 2, ids: strs(&["z"]) },
+                Problem::Orphan { index: 4, ids: strs(&["b"]) },
+                Problem::Orphan { index: 6, ids: strs(&["a"]) },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_agrees_with_the_verdicts_a_fit_uses() {
+        let h = [call(&["a"]), text(Role::User), answer(Role::Tool, &["a"]), call(&["b"]), answer(Role::Tool, &["b"])];
+        let a = Analysis::new(&h, Unanswered::Drop);
+        let r = tool_units(&h);
+        let bad: Vec<usize> = (0..h.len()).filter(|&i| a.verdict[i] != Verdict::Valid).collect();
+        let reported: Vec<usize> = r.problems.iter().map(Problem::index).collect();
+        assert_eq!(bad, reported, "here every dropped message is itself a problem");
+        assert_eq!(a.report, None, "a fit does not pay for the report");
+    }
 }

@@ -1,11 +1,12 @@
-//! Bindings of `fit`: `fit_indices` and `repair_indices`, returning a typed `FitOutcome`.
+//! Bindings of `fit`: `fit_indices` and `repair_indices`, returning a typed `FitOutcome`, and
+//! `tool_units`, the pairing analysis alone (for folds and history checks in Python).
 
 use pyo3::prelude::*;
 
 use super::count::PyCounter;
 use super::errors::guarded;
-use super::messages::{counted_messages, read_messages};
-use crate::fit::{self, count_for_window, FitOptions, FitPlan, Unanswered};
+use super::messages::{counted_messages, message_infos, read_messages};
+use crate::fit::{self, count_for_window, FitOptions, FitPlan, Problem, Unanswered};
 
 /// What the core chose: indices, stripped calls, tokens and the statistics of the plan.
 /// `tokens_dropped` is None when the window search left far older messages uncounted (the
@@ -141,8 +142,45 @@ fn repair_indices(
     Ok(PyFitOutcome::new(plan, true))
 }
 
+/// How a history splits into tool rounds and what pairs wrongly in it (the rule a fit applies).
+#[pyclass(module = "windowfit._core", name = "ToolUnits", frozen, get_all)]
+pub struct PyToolUnits {
+    /// `(start, end, kind)`: contiguous spans covering every message, kind `"message"`,
+    /// `"tool_round"` (a call message and the result run after it) or `"orphan"`.
+    units: Vec<(usize, usize, &'static str)>,
+    /// `(index, kind, ids)` by message index, kind `"orphan"` (results answering no open call)
+    /// or `"unanswered"` (call ids left without a result).
+    problems: Vec<(usize, &'static str, Vec<String>)>,
+}
+
+#[pymethods]
+impl PyToolUnits {
+    fn __repr__(&self) -> String {
+        format!("ToolUnits(units={}, problems={})", self.units.len(), self.problems.len())
+    }
+}
+
+/// The tool units and pairing problems of `messages` (OpenAI and Anthropic shapes).
+#[pyfunction]
+fn tool_units(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<PyToolUnits> {
+    let infos = message_infos(py, messages)?;
+    let report = guarded("tool_units", || Ok(py.detach(|| fit::tool_units(&infos))))?;
+    let units = report.blocks.iter().map(|b| (b.start, b.end, b.kind.as_str())).collect();
+    let problems = report
+        .problems
+        .into_iter()
+        .map(|p| match p {
+            Problem::Orphan { index, ids } => (index, "orphan", ids),
+            Problem::Unanswered { index, ids } => (index, "unanswered", ids),
+        })
+        .collect();
+    Ok(PyToolUnits { units, problems })
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFitOutcome>()?;
+    m.add_class::<PyToolUnits>()?;
+    m.add_function(wrap_pyfunction!(tool_units, m)?)?;
     m.add_function(wrap_pyfunction!(fit_indices, m)?)?;
     m.add_function(wrap_pyfunction!(repair_indices, m)?)?;
     Ok(())

@@ -406,6 +406,27 @@ pub(crate) fn counted_messages(
     Ok((infos, rest.full))
 }
 
+/// A lone dict or str iterates without error but is never a history.
+fn check_list(messages: &Bound<'_, PyAny>) -> PyResult<()> {
+    if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "messages must be a list of message dicts, not a {}",
+            type_name(messages)
+        )));
+    }
+    Ok(())
+}
+
+/// Each message's pairing facts (ids, role, content), uncounted: for the tool-unit analysis.
+pub(crate) fn message_infos(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<MessageInfo>> {
+    check_list(messages)?;
+    let mut infos = Vec::with_capacity(messages.len().unwrap_or(0));
+    for (i, obj) in messages.try_iter()?.enumerate() {
+        infos.push(extract_message(py, i, &obj?)?.info(0));
+    }
+    Ok(infos)
+}
+
 /// Read every message; count nothing that is not already cached.
 pub(crate) fn read_messages<'py>(
     py: Python<'py>,
@@ -413,12 +434,7 @@ pub(crate) fn read_messages<'py>(
     messages: &Bound<'py, PyAny>,
     keep_calls: bool,
 ) -> PyResult<(Vec<MessageInfo>, Uncounted<'py>)> {
-    if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
-            "messages must be a list of message dicts, not a {}",
-            type_name(messages)
-        )));
-    }
+    check_list(messages)?;
     let keys = light::Keys::new(py);
     let format = counter.format();
     let mut key_builder = KeyBuilder::new(&format);

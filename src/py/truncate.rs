@@ -4,7 +4,9 @@ use pyo3::prelude::*;
 
 use super::count::PyCounter;
 use super::errors::guarded;
-use super::messages::extract_text;
+use pyo3::types::PyString;
+
+use super::messages::{extract_text, text_from_str};
 use crate::truncate::{self, Direction, Limits, TruncateOptions};
 
 /// The fields of `windowfit.Truncation`, with `head_end` / `tail_start` in characters.
@@ -79,9 +81,17 @@ fn truncate_text(
     })
 }
 
+/// Lines as the limits count them (the core's rule, so Python reports what the cut enforced).
+/// Lone surrogates become U+FFFD first; newlines are untouched by that.
+#[pyfunction]
+fn count_lines(text: &Bound<'_, PyString>) -> usize {
+    truncate::count_lines(text_from_str(text).as_ref())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTruncateOutcome>()?;
     m.add_function(wrap_pyfunction!(truncate_text, m)?)?;
+    m.add_function(wrap_pyfunction!(count_lines, m)?)?;
     m.add("DEFAULT_MARKER", truncate::DEFAULT_MARKER)?;
     Ok(())
 }

@@ -280,14 +280,16 @@ def new_messages(conv: Converted[Any]) -> Callable[[Sequence[Mapping[str, Any]]]
         if m.get("role") == "user" and isinstance(m.get("content"), list):
             for block in m["content"]:
                 b = as_dict(block)
-                if isinstance(b, Mapping) and b.get("type") == "tool_result":
-                    blocks[b.get("tool_use_id")] = b
+                if isinstance(b, Mapping) and isinstance(b.get("tool_use_id"), str):
+                    if b.get("type") == "tool_result":
+                        blocks[b["tool_use_id"]] = b
 
     def convert(dicts: Sequence[Mapping[str, Any]]) -> list[Any]:
         out: list[dict[str, Any]] = []
         results: list[dict[str, Any]] = []
         for d in dicts:
-            original = blocks.get(d.get("tool_call_id")) if d.get("role") == "tool" else None
+            call_id = d.get("tool_call_id") if d.get("role") == "tool" else None
+            original = blocks.get(call_id) if isinstance(call_id, str) else None
             if original is not None:
                 content = d.get("content")
                 new = (

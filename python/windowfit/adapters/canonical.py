@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from windowfit.messages import SYSTEM_ROLES, content_text
+from windowfit.messages import SYSTEM_ROLES, content_text, history_problems
 
 __all__ = [
     "SYSTEM_ROLES",
@@ -82,35 +82,6 @@ def make_tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
 
 def text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
-
-
-def history_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Ways a canonical history would be rejected by a chat API; empty when it is valid.
-
-    Checks the strict OpenAI rule every provider shares in some form: an assistant message's tool
-    calls are answered by tool messages that follow it directly (all of them, each once), and a
-    tool message answers a call of the assistant message just before its run of tool messages.
-    """
-    problems: list[str] = []
-    open_calls: dict[str, int] = {}  # call id -> index of the assistant message that made it
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        if role == "tool":
-            call_id = m.get("tool_call_id")
-            if call_id in open_calls:
-                del open_calls[call_id]
-            else:
-                problems.append(f"message {i}: tool result {call_id!r} answers no pending call")
-            continue
-        for call_id, j in open_calls.items():
-            problems.append(f"message {j}: tool call {call_id!r} is not answered")
-        open_calls = {}
-        if role == "assistant":
-            for call in m.get("tool_calls") or ():
-                open_calls[call["id"]] = i
-    for call_id, j in open_calls.items():
-        problems.append(f"message {j}: tool call {call_id!r} is not answered")
-    return problems
 
 
 def is_valid_history(messages: Sequence[Mapping[str, Any]]) -> bool:

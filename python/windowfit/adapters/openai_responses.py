@@ -281,7 +281,8 @@ def new_items(conv: Converted[Any]) -> Callable[[Sequence[Mapping[str, Any]]], l
     def convert(dicts: Sequence[Mapping[str, Any]]) -> list[Any]:
         out: list[Any] = []
         for d in dicts:
-            original = outputs.get(d.get("tool_call_id")) if d.get("role") == "tool" else None
+            call_id = d.get("tool_call_id") if d.get("role") == "tool" else None
+            original = outputs.get(call_id) if isinstance(call_id, str) else None
             if original is None:
                 out.extend(to_responses([d]))
                 continue

@@ -25,7 +25,7 @@ from windowfit.context.plan import Job, Plan
 from windowfit.context.strategy import RECENT_SUMMARY_WINDOW, StrategyDecision, choose_strategy
 from windowfit.context.window import Windows
 from windowfit.fitting import fit
-from windowfit.messages import SYSTEM_ROLES, copy_json, fingerprint, message_text, next_unit
+from windowfit.messages import SYSTEM_ROLES, copy_json, fingerprint, message_text, tool_units
 from windowfit.summarize import detect_language
 
 __all__ = ["Planner"]
@@ -241,17 +241,16 @@ class Planner(Windows):
         hi = s
         fold_tokens = 0
         msgs = plan.msgs
-        while hi < new_cut:
-            j = next_unit(msgs, hi, new_cut)  # never fold half a tool round
+        for start, end, _kind in tool_units(msgs[s:new_cut]):  # never fold half a tool round
             t = sum(
                 c.count_message(msgs[k])
-                for k in range(hi, j)
+                for k in range(s + start, s + end)
                 if msgs[k].get("role") not in SYSTEM_ROLES
             )
             if fold_tokens and fold_tokens + t > cap:
                 break
             fold_tokens += t
-            hi = j
+            hi = s + end
         fold = [copy_json(dict(m)) for m in msgs[s:hi] if m.get("role") not in SYSTEM_ROLES]
         if not fold:
             return None

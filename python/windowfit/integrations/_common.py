@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["START_ON_ALIASES", "missing_extra", "resolve_counter", "resolve_manager"]
+__all__ = [
+    "START_ON_ALIASES",
+    "StartOn",
+    "missing_extra",
+    "start_on_rule",
+    "resolve_counter",
+    "resolve_manager",
+]
 
 # frameworks name the user role differently; fit speaks canonical roles
 START_ON_ALIASES = {"human": "user", "user": "user", None: None, "any": None}
+
+#: what ``windowfit.fit`` takes as ``start_on``
+StartOn = Literal["user"] | None
+
+
+def start_on_rule(value: str | None) -> StartOn:
+    """``fit``'s ``start_on`` for a framework's name of it (``"human"``, ``"any"``...)."""
+    rule = START_ON_ALIASES.get(value, value)
+    if rule is None:
+        return None
+    if rule == "user":
+        return "user"
+    raise ValueError(f"start_on must be 'user', 'human', 'any' or None, not {value!r}")
 
 
 def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:

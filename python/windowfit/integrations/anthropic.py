@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from windowfit.integrations._common import (
-    START_ON_ALIASES,
     missing_extra,
     resolve_counter,
     resolve_manager,
+    start_on_rule,
 )
 
 try:
@@ -98,7 +98,7 @@ class AnthropicWindow:
         self.tracker = tracker
         self.budget = budget
         self.session_id = session_id
-        self.start_on = START_ON_ALIASES.get(start_on, start_on)
+        self.start_on = start_on_rule(start_on)
         self.manager = None
         if manager is not None or summarize or manager_kwargs:
             self.manager = resolve_manager(

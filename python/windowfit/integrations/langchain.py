@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from windowfit.integrations._common import (
-    START_ON_ALIASES,
     missing_extra,
     resolve_counter,
     resolve_manager,
+    start_on_rule,
 )
 
 try:
@@ -35,6 +35,9 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
     raise missing_extra("langchain", "langchain", _exc) from _exc
 
 from windowfit.adapters.canonical import Converted, Ref, json_arguments, make_tool_call
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AnyMessage
 
 __all__ = [
     "Windower",
@@ -70,7 +73,8 @@ def _fast_dict(message: BaseMessage) -> dict[str, Any] | None:
         d: dict[str, Any] = {"role": "assistant"}
         if message.tool_calls:
             d["tool_calls"] = [
-                make_tool_call(c["id"], c["name"], json_arguments(c["args"]))
+                # an id-less call goes on as None: the core's reader names message and field
+                make_tool_call(cast("str", c["id"]), c["name"], json_arguments(c["args"]))
                 for c in message.tool_calls
             ]
     elif isinstance(message, HumanMessage):
@@ -224,7 +228,7 @@ def trim(
         counter=resolve_counter(counter, model),
         keep_system=keep_system,
         keep_last_user=keep_last_user,
-        start_on=START_ON_ALIASES.get(start_on, start_on),
+        start_on=start_on_rule(start_on),
         pinned=canon_pins,
     )
     return conv.select(result.kept)
@@ -258,7 +262,7 @@ class Windower:
         **manager_kwargs: Any,
     ) -> None:
         self.budget = budget
-        self.start_on = START_ON_ALIASES.get(start_on, start_on)
+        self.start_on = start_on_rule(start_on)
         if budget is not None:
             if manager is not None or manager_kwargs or context_window is not None:
                 raise ValueError("pass budget= (plain fitting) or a manager, not both")
@@ -277,7 +281,7 @@ class Windower:
         import windowfit as wf
 
         conv = to_canonical(messages, prefix=_system_prefix(system))
-        budget = self.budget - self.counter.count_tools(tools_to_openai(tools))  # type: ignore[operator]
+        budget = self.budget - self.counter.count_tools(tools_to_openai(tools))
         r = wf.fit(conv.messages, max(budget, 0), counter=self.counter, start_on=self.start_on)
         self.last_stats = dict(r.stats)
         return conv.select(r.kept), None
@@ -376,7 +380,8 @@ else:
             window, new = self.windower(
                 request.messages, state=old, system=request.system_message, tools=request.tools
             )
-            return self._result(handler(request.override(messages=window)), old, new)
+            sent = cast("list[AnyMessage]", window)  # from_canonical builds only these
+            return self._result(handler(request.override(messages=sent)), old, new)
 
         async def awrap_model_call(
             self, request: ModelRequest, handler: Callable[[ModelRequest], Any]
@@ -385,7 +390,8 @@ else:
             window, new = await self.windower.acall(
                 request.messages, state=old, system=request.system_message, tools=request.tools
             )
-            return self._result(await handler(request.override(messages=window)), old, new)
+            sent = cast("list[AnyMessage]", window)  # from_canonical builds only these
+            return self._result(await handler(request.override(messages=sent)), old, new)
 
 
 def __getattr__(name: str) -> Any:

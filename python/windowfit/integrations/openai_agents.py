@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from windowfit.integrations._common import (
-    START_ON_ALIASES,
     missing_extra,
     resolve_counter,
     resolve_manager,
+    start_on_rule,
 )
 
 try:
@@ -77,7 +77,7 @@ class _Fitter:
         if reserve < 0:
             raise ValueError("reserve must be >= 0")
         self.budget, self.reserve = budget, reserve
-        self.start_on = START_ON_ALIASES.get(start_on, start_on)
+        self.start_on = start_on_rule(start_on)
         if budget is not None:
             if manager is not None or manager_kwargs:
                 raise ValueError("pass budget= (plain fitting) or a manager, not both")
@@ -91,6 +91,7 @@ class _Fitter:
     def fit(self, conv: Converted[Any]) -> list[Any]:
         import windowfit as wf
 
+        assert self.budget is not None, "the manager path prepares, it does not fit"
         r = wf.fit(
             conv.messages, self.budget - self.reserve, counter=self.counter, start_on=self.start_on
         )
@@ -153,7 +154,9 @@ class WindowfitSession:
         self.session = store.session(session_id)
         self.instructions = instructions
         # no default limit: a limit makes the SDK call get_items(limit=...), which is the raw tail
-        self.session_settings = session_settings or (SessionSettings() if SessionSettings else None)
+        self.session_settings = session_settings or (
+            SessionSettings() if SessionSettings is not None else None
+        )
         self._fitter = _Fitter(manager, budget, model, counter, reserve, start_on, manager_kwargs)
 
     @property

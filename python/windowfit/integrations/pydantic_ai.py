@@ -25,13 +25,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from windowfit.integrations._common import (
-    START_ON_ALIASES,
     missing_extra,
     resolve_counter,
     resolve_manager,
+    start_on_rule,
 )
 
 try:
@@ -54,11 +54,12 @@ from windowfit.adapters.canonical import Converted, Ref, content_text, make_tool
 try:  # the common base of tool returns; older releases have ToolReturnPart alone
     from pydantic_ai.messages import BaseToolReturnPart
 except ImportError:  # pragma: no cover
-    BaseToolReturnPart = ToolReturnPart  # type: ignore[assignment,misc]
+    BaseToolReturnPart = ToolReturnPart  # type: ignore[misc]
 try:  # PydanticAI 2's capabilities; version 1 has history_processors only
     from pydantic_ai.capabilities import AbstractCapability
 except ImportError:  # pragma: no cover - PydanticAI 1
     AbstractCapability = None  # type: ignore[assignment,misc]
+_repair_messages: Callable[..., list[ModelMessage]] | None
 try:
     from pydantic_ai.messages import repair_messages as _repair_messages
 except ImportError:  # pragma: no cover - older PydanticAI merges nothing we must mirror
@@ -82,8 +83,10 @@ def _kind(part: Any) -> str:
     return str(getattr(part, "part_kind", ""))
 
 
-def _answers_call(part: Any) -> bool:
-    """A request part that answers a tool call (and must stay with it)."""
+def _answers_call(part: Any) -> TypeGuard[Any]:
+    """A request part that answers a tool call (and must stay with it): a tool return, or a
+    retry naming the tool. Both carry ``tool_call_id``; the guard tells the checker so, since
+    the second is only recognised by its ``part_kind`` (it is deprecated in newer releases)."""
     if isinstance(part, BaseToolReturnPart):
         return True
     # the deprecated RetryPromptPart answers a call only when it names the tool
@@ -184,9 +187,9 @@ def _request_to_canonical(
             others.append(({"role": "user", "content": _user_content(part.content)}, ((i, j),)))
         elif kind in ("retry-prompt", "retry-feedback"):
             others.append(({"role": "user", "content": _tool_content(part)}, ((i, j),)))
-        elif kind == "compaction" and getattr(part, "content", None):
+        elif kind == "compaction" and (summary := getattr(part, "content", None)):
             # an application-written summary: sent in the user voice
-            others.append(({"role": "user", "content": part.content}, ((i, j),)))
+            others.append(({"role": "user", "content": summary}, ((i, j),)))
         # anything else (instruction/tool-availability deltas...) rides along with its request
     pairs = tools + others  # tool results answer the previous response: they go first
     return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -205,6 +208,7 @@ def to_canonical(
     origins: list[tuple[Ref, ...]] = [() for _ in prefix]
     pending: list[Ref] = []  # content-less messages waiting for a message to ride with
     for i, msg in enumerate(items):
+        refs: list[tuple[Ref, ...]]
         if isinstance(msg, ModelResponse):
             dicts, refs = [_response_to_canonical(msg)], [((i, None),)]
         else:
@@ -223,10 +227,12 @@ def to_canonical(
 
 
 def _drop_parts(msg: ModelMessage, dropped: frozenset[int]) -> ModelMessage | None:
-    parts = [p for j, p in enumerate(msg.parts) if j not in dropped]
+    parts: list[Any] = [p for j, p in enumerate(msg.parts) if j not in dropped]
     if not any(_counts(p) for p in parts):
         return None  # only bookkeeping parts left: nothing to send
     # replace() keeps instructions, timestamps, run and conversation ids
+    if isinstance(msg, ModelResponse):
+        return dataclasses.replace(msg, parts=parts)
     return dataclasses.replace(msg, parts=parts)
 
 
@@ -325,16 +331,20 @@ def _convert_new(
                 source.clear()
 
         for d in dicts:
-            where = returns.get(d.get("tool_call_id")) if d.get("role") == "tool" else None
+            call_id = d.get("tool_call_id") if d.get("role") == "tool" else None
+            where = returns.get(call_id) if isinstance(call_id, str) else None
             if where is None:
                 flush()
                 out.extend(from_canonical([d], tool_names=names))
                 continue
             i, j = where
-            if source and source[0] is not conv.items[i]:
+            request = conv.items[i]
+            if not isinstance(request, ModelRequest):  # never: returns index requests only
+                continue
+            if source and source[0] is not request:
                 flush()
-            source[:1] = [conv.items[i]]
-            part = conv.items[i].parts[j]
+            source[:1] = [request]
+            part: Any = request.parts[j]
             text = content_text(d.get("content"))
             edited.append(
                 dataclasses.replace(part, content=text) if hasattr(part, "content") else part
@@ -428,10 +438,10 @@ class WindowfitHistory:
         self.budget = budget
         self.model = model
         self.counter = counter
-        self.fit_kwargs = {
+        self.fit_kwargs: dict[str, Any] = {
             "keep_system": keep_system,
             "keep_last_user": keep_last_user,
-            "start_on": START_ON_ALIASES.get(start_on, start_on),
+            "start_on": start_on_rule(start_on),
         }
         if budget is None:
             self.manager = resolve_manager(
@@ -499,7 +509,7 @@ class WindowfitHistory:
         import windowfit as wf
 
         counter = self._counter(ctx)
-        budget = max(self.budget - counter.count_tools(tools), 0)  # type: ignore[operator]
+        budget = max(self.budget - counter.count_tools(tools), 0)
         r = wf.fit(conv.messages, budget, counter=counter, **self.fit_kwargs)
         self.last_stats = dict(r.stats)
         window = conv.select(r.kept)
@@ -596,20 +606,20 @@ def history_processor(
 
     elif asynchronous:
 
-        async def fn(messages: list[ModelMessage]) -> list[ModelMessage]:  # type: ignore[misc]
+        async def fn(messages: list[ModelMessage]) -> list[ModelMessage]:
             return await h.aprocess(messages)
 
     elif takes_ctx:
 
-        def fn(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:  # type: ignore[misc]
+        def fn(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
             return h.process(messages, ctx)
 
     else:
 
-        def fn(messages: list[ModelMessage]) -> list[ModelMessage]:  # type: ignore[misc]
+        def fn(messages: list[ModelMessage]) -> list[ModelMessage]:
             return h.process(messages)
 
-    fn.history = h  # type: ignore[attr-defined]
+    fn.history = h  # type: ignore[union-attr]
     return fn
 
 
