@@ -33,6 +33,10 @@ class InvalidArgumentError(WindowfitError, ValueError):
     """An argument has a value the operation cannot use; the message names the argument."""
 
 
+class ArgumentTypeError(WindowfitError, TypeError):
+    """An argument has the wrong type (a bool or a fraction where a count is expected, ...)."""
+
+
 class TokenizerFileNotFoundError(WindowfitError, FileNotFoundError):
     """A tokenizer or vocabulary file does not exist."""
 
@@ -49,6 +53,7 @@ class UnknownEncodingError(WindowfitError, KeyError):
 
 
 __all__ = [
+    "ArgumentTypeError",
     "BudgetError",
     "InternalError",
     "InvalidArgumentError",

@@ -4,7 +4,7 @@ A Session is a light handle on a store (SQLite, Redis or memory): every read goe
 so several workers holding handles on the same id see one history. Reads are incremental: the
 handle caches what it has read and fetches only newer messages (history is append-only).
 
-Sub-agents (seed 002): ``child = session.child(task)`` creates session ``subagent-xxxxxxxx`` with
+Sub-agents: ``child = session.child(task)`` creates session ``subagent-xxxxxxxx`` with
 its own history (the task as first user message), state and budget, stored in the same store.
 The sub-agent's tool calls and outputs stay in the child. ``child.finish(result)`` hands back
 exactly one message to the parent, atomically with marking the child finished:
@@ -26,6 +26,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from windowfit.counting import Counter
+from windowfit.errors import InvalidMessageError, MessageTypeError
 from windowfit.messages import content_text, copy_json
 from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
 
@@ -35,6 +37,41 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 logger = logging.getLogger(__name__)
+
+# Checks messages by the counting rules (no vocabulary needed: the rules are the core's).
+_RULES = Counter.heuristic(cache_entries=0)
+
+
+def _checked(messages: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``messages`` as a list, after the counting rules accepted every one of them."""
+    batch = list(messages)
+    _RULES.count_each_message(batch)  # raises naming the index and field
+    return batch
+
+
+def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
+    """Indices (plus ``offset``) of the messages the counting rules reject."""
+    try:
+        _RULES.count_each_message(messages)
+        return []
+    except (InvalidMessageError, MessageTypeError):
+        pass
+    bad = []
+    for i, m in enumerate(messages):
+        try:
+            _RULES.count_message(m)
+        except (InvalidMessageError, MessageTypeError):
+            bad.append(i + offset)
+    return bad
+
+
+def _report(prepared: Any, skipped: list[int]) -> Any:
+    """``prepared`` with ``stats["invalid_skipped"]``: the stored messages left out as invalid."""
+    stats = getattr(prepared, "stats", None)
+    if skipped and isinstance(stats, dict):
+        stats["invalid_skipped"] = skipped
+    return prepared
+
 
 # Attempts at a fresh sub-agent id before giving up (8 hex digits collide rarely, but do).
 _CHILD_ID_ATTEMPTS = 16
@@ -57,6 +94,10 @@ class Session:
         # the state version this handle last read or wrote: save_state's default expectation
         self._seen_version = 0
         self._parent_id: str | bool | None = False  # False: not looked up yet (it never changes)
+        # invalid stored messages found so far, for the epoch and prefix already checked
+        self._checked_epoch: str | None = None
+        self._checked_upto = 0
+        self._invalid: list[int] = []
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, store={self.store!r})"
@@ -125,18 +166,48 @@ class Session:
         return None  # another thread reset the cache under us: read again
 
     def append(self, message: Mapping[str, Any]) -> int:
-        """Append one message (one transaction); its index in the history."""
-        return self.store.append(self.id, [message])
+        """Append one message (one transaction); its index in the history.
+
+        The message is checked first, by the rules counting applies (``InvalidMessageError``,
+        ``MessageTypeError``): the history is append-only, so a message no request can carry
+        must never get in.
+        """
+        return self.store.append(self.id, _checked([message]))
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        """Append messages atomically and contiguously; the index of the first."""
-        return self.store.append(self.id, list(messages))
+        """Append messages atomically and contiguously; the index of the first (checked as
+        ``append`` checks: one bad message and none is stored)."""
+        return self.store.append(self.id, _checked(messages))
 
     async def aappend(self, message: Mapping[str, Any]) -> int:
-        return await self.store.aappend(self.id, [message])
+        return await self.store.aappend(self.id, _checked([message]))
 
     async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        return await self.store.aappend(self.id, list(messages))
+        return await self.store.aappend(self.id, _checked(messages))
+
+    def _sendable(self, history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """``history`` without the messages no request can carry, and their indices.
+
+        Such a message got in before appends were checked, or by a direct store write; it is
+        skipped, never sent, so the session stays usable. Each message is checked once per
+        handle (the history is append-only), and the rule is deterministic, so every worker
+        skips the same messages and the state's indices always refer to the same list.
+        """
+        with self._lock:
+            if self._checked_epoch != self._epoch or self._checked_upto > len(history):
+                self._checked_epoch, self._checked_upto, self._invalid = self._epoch, 0, []
+            start = self._checked_upto
+        bad = _invalid(history[start:], offset=start)
+        with self._lock:
+            if self._checked_upto == start:
+                self._invalid = self._invalid + bad
+                self._checked_upto = len(history)
+            invalid = [i for i in self._invalid if i < len(history)]
+        if not invalid:
+            return history, []
+        logger.warning("session %r: skipping invalid stored messages %s", self.id, invalid)
+        skip = set(invalid)
+        return [m for i, m in enumerate(history) if i not in skip], invalid
 
     # ------------------------------------------------------------------ state
 
@@ -197,8 +268,8 @@ class Session:
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
             state, version = self.load_state()
-            messages = self.load()
-            prepared = cm.prepare(messages, state=state, tools=tools, **kwargs)
+            messages, skipped = self._sendable(self.load())
+            prepared = _report(cm.prepare(messages, state=state, tools=tools, **kwargs), skipped)
             if self._persist(prepared, state, version, attempt, retries):
                 return prepared
             attempt += 1
@@ -208,8 +279,10 @@ class Session:
         attempt = 0
         while True:
             state, version = await self.aload_state()
-            messages = await self.aload()
-            prepared = await cm.aprepare(messages, state=state, tools=tools, **kwargs)
+            messages, skipped = self._sendable(await self.aload())
+            prepared = _report(
+                await cm.aprepare(messages, state=state, tools=tools, **kwargs), skipped
+            )
             new_state = getattr(prepared, "state", None)
             if new_state is None or new_state == state:
                 return prepared

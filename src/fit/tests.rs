@@ -59,12 +59,31 @@ fn empty_history() {
     let p = fit(&[], 10, &FitOptions::default(), &no_recount).unwrap();
     assert!(p.kept.is_empty() && p.dropped.is_empty() && p.stripped.is_empty());
     assert_eq!((p.tokens, p.stats.stop_reason), (0, StopReason::AllFit));
+    // An empty prompt is never sent, so it primes no reply and fits any budget.
     let primed = FitOptions { reply_priming: 3, ..FitOptions::default() };
-    assert_eq!(fit(&[], 3, &primed, &no_recount).unwrap().tokens, 3);
-    // Priming is part of every request, so it alone can exceed the budget.
-    assert!(matches!(fit(&[], 2, &primed, &no_recount), Err(Error::Budget(_))));
+    for budget in [0, 2, 3] {
+        let p = fit(&[], budget, &primed, &no_recount).unwrap();
+        assert_eq!((p.tokens, p.kept.len()), (0, 0));
+    }
     let r = repair(&[], Unanswered::Strip, 0, &no_recount);
     assert!(r.kept.is_empty() && r.dropped.is_empty());
+}
+
+#[test]
+fn nothing_pinned_and_no_room_for_priming_is_an_empty_window() {
+    // Without pins a budget below the priming leaves nothing to send: an empty window, not a
+    // BudgetError (the error is for pins that cannot be sent).
+    let h = [sys(4), user(5), asst(6)];
+    let opts = FitOptions { keep_system: false, keep_last_user: false, reply_priming: 3, ..FitOptions::default() };
+    for budget in [0, 2] {
+        let p = run(&h, budget, &opts).unwrap();
+        assert!(p.kept.is_empty() && p.tokens == 0);
+        assert_eq!(p.dropped, vec![0, 1, 2]);
+        assert_eq!(p.stats.stop_reason, StopReason::Budget);
+    }
+    // With a pin the same budget is still an error naming the priming.
+    let pinned = FitOptions { reply_priming: 3, ..FitOptions::default() };
+    assert!(matches!(run(&h, 2, &pinned), Err(Error::Budget(_))));
 }
 
 #[test]
