@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
+from windowfit._validate import count_arg
 from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     _check_key_fields,
     _compact,
@@ -229,8 +230,7 @@ class ObservationTruncator:
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        cache_size = count_arg("cache_size", cache_size)
         if cache_size and self.output_dir is not None:
             raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
         # results by output, for windows that show the same outputs every turn
