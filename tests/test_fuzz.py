@@ -23,6 +23,7 @@ import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.context import ENV_VARS, ContextManager
+from windowfit.errors import InternalError
 from windowfit.observation import ObservationTruncator
 from windowfit.store import MemoryStore
 
@@ -98,7 +99,7 @@ def documented(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, or None when it raised a documented error (anything else fails)."""
     try:
         return fn(*args, **kwargs)
-    except wf.InternalError:  # a caught panic is a bug, whatever its bases
+    except InternalError:  # a caught panic is a bug, whatever its bases
         raise
     except DOCUMENTED:
         return None

@@ -215,7 +215,8 @@ pub fn fit(
     let pinned_any = slot.iter().any(|s| matches!(s, Slot::Pinned(_)));
     if !pinned_any && u128::from(opts.reply_priming) > u128::from(budget) {
         // Nothing must be sent and nothing can be: the empty window, which primes no reply.
-        return Ok(a.assemble(&vec![false; nu], opts.reply_priming, 0, StopReason::Budget, recount));
+        let stop = if nu == 0 { StopReason::AllFit } else { StopReason::Budget };
+        return Ok(a.assemble(&vec![false; nu], opts.reply_priming, 0, stop, recount));
     }
     let need = pins + u128::from(opts.reply_priming);
     if need > u128::from(budget) {
