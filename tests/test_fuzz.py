@@ -28,7 +28,7 @@ from windowfit.observation import ObservationTruncator
 from windowfit.store import MemoryStore
 
 FUZZ = settings(
-    max_examples=60,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -47,7 +47,9 @@ scalars = (
 )
 json_like = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 ROLES = ["system", "developer", "user", "assistant", "tool", "function", "human", "wizard", ""]
@@ -76,15 +78,18 @@ calls = st.fixed_dictionaries(
     },
 )
 # near-valid messages (so the deep paths run) mixed with anything at all
-messages = st.fixed_dictionaries(
-    {"role": st.sampled_from(ROLES) | scalars},
-    optional={
-        "content": st.text(max_size=40) | st.lists(parts | scalars, max_size=3) | scalars,
-        "tool_calls": st.lists(calls, max_size=2) | scalars,
-        "tool_call_id": ids,
-        "name": st.text(max_size=6) | scalars,
-    },
-) | json_like
+messages = (
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(ROLES) | scalars},
+        optional={
+            "content": st.text(max_size=40) | st.lists(parts | scalars, max_size=3) | scalars,
+            "tool_calls": st.lists(calls, max_size=2) | scalars,
+            "tool_call_id": ids,
+            "name": st.text(max_size=6) | scalars,
+        },
+    )
+    | json_like
+)
 histories = st.lists(messages, max_size=8)
 counts = scalars | st.integers(min_value=0, max_value=400)
 
@@ -122,7 +127,12 @@ def test_counting(text: Any, message: Any, history: Any) -> None:
 
 
 @FUZZ
-@given(history=histories, budget=counts, flags=st.tuples(st.booleans(), st.booleans()), pins=st.lists(counts, max_size=2))
+@given(
+    history=histories,
+    budget=counts,
+    flags=st.tuples(st.booleans(), st.booleans()),
+    pins=st.lists(counts, max_size=2),
+)
 def test_fit_and_repair(history: Any, budget: Any, flags: Any, pins: Any) -> None:
     for oversize in ("truncate", "drop"):
         r = documented(
@@ -166,7 +176,9 @@ def test_truncate(text: Any, limit: Any, direction: Any) -> None:
     limit=counts,
 )
 def test_observation(tmp_path: Path, tool: Any, output: Any, metadata: Any, limit: Any) -> None:
-    t = documented(ObservationTruncator, max_lines=limit, max_tokens=50, output_dir=tmp_path / "out")
+    t = documented(
+        ObservationTruncator, max_lines=limit, max_tokens=50, output_dir=tmp_path / "out"
+    )
     if t is None:
         return
     r = documented(t.truncate, tool, output, metadata)
@@ -175,8 +187,14 @@ def test_observation(tmp_path: Path, tool: Any, output: Any, metadata: Any, limi
         assert len(saved) == len(output) or r["stats"]["compacted"]
 
 
-@settings(FUZZ, max_examples=25)
-@given(history=histories, state=json_like | st.fixed_dictionaries({}, optional={"cut": counts, "summary": json_like, "summarized_until": counts}))
+@settings(FUZZ, max_examples=50)
+@given(
+    history=histories,
+    state=json_like
+    | st.fixed_dictionaries(
+        {}, optional={"cut": counts, "summary": json_like, "summarized_until": counts}
+    ),
+)
 def test_manager_prepare_with_any_state(history: Any, state: Any) -> None:
     cm = ContextManager(model="gpt-4o", context_window=3000, output_reserve=300)
     p = documented(cm.prepare, history, state)
@@ -201,7 +219,9 @@ def test_stores_lose_nothing(batch: Any, state: Any, key: Any) -> None:
     assert s.messages == kept
     if documented(s.save_state, state) is not None:
         assert s.load_state()[0] == state
-    p = documented(s.prepare, ContextManager(model="gpt-4o", context_window=3000, output_reserve=300))
+    p = documented(
+        s.prepare, ContextManager(model="gpt-4o", context_window=3000, output_reserve=300)
+    )
     if kept:
         assert p is not None  # a history the session accepted can always be prepared
 

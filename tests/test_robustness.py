@@ -190,7 +190,10 @@ def test_a_valid_history_reports_nothing_skipped(store: Any) -> None:
 def _round_history(big: str, small: str = "ok") -> list[dict[str, Any]]:
     old = []
     for i in range(20):
-        old += [{"role": "user", "content": f"old question {i}"}, {"role": "assistant", "content": "a"}]
+        old += [
+            {"role": "user", "content": f"old question {i}"},
+            {"role": "assistant", "content": "a"},
+        ]
     return [
         {"role": "system", "content": "You are an agent."},
         *old,

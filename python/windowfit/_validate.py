@@ -42,9 +42,7 @@ def count_arg(name: str, value: Any, *, minimum: int = 0, infinite: bool = False
         try:
             n = operator.index(value)  # int and int-likes (numpy integers), nothing lossy
         except TypeError:
-            raise ArgumentTypeError(
-                f"{name} must be an int, not {type(value).__name__}"
-            ) from None
+            raise ArgumentTypeError(f"{name} must be an int, not {type(value).__name__}") from None
     if n < minimum:
         raise InvalidArgumentError(f"{name} must be >= {minimum}, got {n}")
     return min(n, NO_LIMIT)

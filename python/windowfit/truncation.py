@@ -44,9 +44,6 @@ class Truncation:
     direction: str
 
 
-
-
-
 def _limit(name: str, value: Any) -> int | None:
     if value is None:
         return None
