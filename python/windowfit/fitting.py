@@ -7,6 +7,7 @@ arguments and builds the result from the caller's own message objects.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,9 +252,12 @@ def fit(
             history, truncated = shrunk
             result = select(history)
             lost = _round_lost(history, result, c, unanswered == "strip")
-    if lost:
-        logger.warning(
-            "fit: the round in progress (messages %s) does not fit in budget %d: left out", lost, b
+    if lost:  # left out although the caller asked to cut it: worth a warning
+        logger.log(
+            logging.INFO if oversize == "drop" else logging.WARNING,
+            "fit: the round in progress (messages %s) does not fit in budget %d: left out",
+            lost,
+            b,
         )
     stats = cast(FitStats, result.stats)
     stats._data["results_truncated"] = truncated
@@ -278,11 +282,14 @@ def _round_start(messages: list[Any]) -> int:
 def _round_lost(messages: list[Any], result: FitResult, counter: Counter, strip: bool) -> list[int]:
     """Messages of the round in progress that the budget (not their pairing) left out."""
     start = _round_start(messages)
-    dropped = [i for i in result.dropped if i >= start]
+    dropped = result.dropped[bisect.bisect_left(result.dropped, start) :]  # sorted, maybe long
     if not dropped:
         return []
-    # what pairing alone removes (orphans, unanswered calls) is not the budget's doing
-    unsendable = set(_core.repair_indices(counter, messages, strip_unanswered=strip).dropped)
+    # What pairing alone removes (orphans, unanswered calls) is not the budget's doing. A
+    # result pairs with the call right before it, so the round's own messages decide, and
+    # only they are read: the window search counted them already, the far past stays lazy.
+    repaired = _core.repair_indices(counter, messages[start:], strip_unanswered=strip)
+    unsendable = {start + i for i in repaired.dropped}
     return [i for i in dropped if i not in unsendable]
 
 
