@@ -149,7 +149,9 @@ fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> Py
             }
             match v.extract::<u32>() {
                 Ok(n) => Ok(Some(n)),
-                Err(_) => Err(message_error(index, &name, format!("must be between 0 and {} pixels, got {v}", u32::MAX))),
+                Err(_) => {
+                    Err(message_error(index, &name, format!("must be between 0 and {} pixels, got {v}", u32::MAX)))
+                }
             }
         }
     }
