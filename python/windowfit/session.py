@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 from windowfit.counting import Counter
 from windowfit.errors import InvalidMessageError, MessageTypeError
 from windowfit.messages import content_text, copy_json
-from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
+from windowfit.store.base import (
+    ConflictError,
+    SessionInfo,
+    encode_message,
+    new_child_id,
+    to_plain_message,
+    validate_session_id,
+)
 
 if TYPE_CHECKING:
     from windowfit.store.base import BaseStore
@@ -43,14 +50,20 @@ _RULES = Counter.heuristic(cache_entries=0)
 
 
 def _checked(messages: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """``messages`` as a list, after the counting rules accepted every one of them."""
+    """``messages`` as a list, after the store's encoding and the counting rules accepted
+    every chat message among them (a Responses API item, with a ``type`` and no ``role``, is
+    the adapters' shape: stored as it is)."""
     batch = list(messages)
-    _RULES.count_each_message(batch)  # raises naming the index and field
+    for m in batch:
+        encode_message(m)  # the store's own errors first: not a mapping, not JSON
+    chat = [p for p in map(to_plain_message, batch) if "role" in p or "type" not in p]
+    _RULES.count_each_message(chat)  # raises naming the index and field
     return batch
 
 
 def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
-    """Indices (plus ``offset``) of the messages the counting rules reject."""
+    """Indices (plus ``offset``) of the messages the counting rules reject: no request can
+    carry them (a role-less Responses API item included: convert those with the adapters)."""
     try:
         _RULES.count_each_message(messages)
         return []
