@@ -149,7 +149,7 @@ def expect(
     P = priming(counter)
     total = lambda us: sum(cost[i] for u in us for i in a.units[u])
     pins_tokens = total(pins)
-    # An empty history gives an empty result (nothing is sent, so nothing is primed).
+    # An empty window is never sent, so it primes nothing: without pins there is no error.
     e = Expected(
         a,
         cost,
@@ -157,7 +157,7 @@ def expect(
         pins_tokens,
         P,
         a.units[last_u][0] if last_u is not None else None,
-        n > 0 and pins_tokens + P > budget,
+        bool(pins) and pins_tokens + P > budget,
     )
     if e.budget_error:
         return e

@@ -74,6 +74,8 @@ STATS = {
     "unanswered_removed",
     "calls_stripped",
     "stop_reason",
+    "results_truncated",
+    "round_dropped",
     "budget",
     "tokens",
 }
@@ -147,11 +149,12 @@ def test_empty_history() -> None:
 
 def test_floats_and_huge_budgets() -> None:
     t = tokens(LONG)
-    assert wf.fit(LONG, t + 0.99, counter=C).tokens == t
+    with pytest.raises(TypeError, match="whole number"):  # not floored silently
+        wf.fit(LONG, t + 0.99, counter=C)
     assert wf.fit(LONG, float(t), counter=C).kept == list(range(10))
     assert wf.fit(LONG, math.inf, counter=C).kept == list(range(10))
     assert wf.fit(LONG, 10**40, counter=C).kept == list(range(10))
-    assert wf.fit(LONG, t - 0.5, counter=C).tokens < t
+    assert wf.fit(LONG, float(t - 1), counter=C).tokens < t
 
 
 # ---------------------------------------------------------------- pins
@@ -389,13 +392,12 @@ def test_huge_single_message() -> None:
 
 
 def test_no_pins_budget_below_priming() -> None:
-    """With nothing pinned, a budget below the reply priming is still a BudgetError (the
-    priming counts as part of the pins' cost); at or above it the result may be empty."""
+    """With nothing pinned, a budget below the reply priming gives the empty window: an empty
+    prompt is never sent, so it primes nothing (a BudgetError is for pins that cannot fit)."""
     msgs = [asst("a " * 50)]
-    with pytest.raises(wf.BudgetError):
-        wf.fit(msgs, P - 1, counter=C)
-    r = wf.fit(msgs, P, counter=C)
-    assert r.kept == [] and r.tokens == 0 == C.count_messages([])
+    for budget in (0, P - 1, P):
+        r = wf.fit(msgs, budget, counter=C)
+        assert r.kept == [] and r.tokens == 0 == C.count_messages([])
 
 
 # ---------------------------------------------------------------- repair
@@ -527,7 +529,8 @@ def test_messages_must_be_a_list(messages: Any) -> None:
     ("budget", "exc", "word"),
     [
         (-1, ValueError, "-1"),
-        (-0.5, ValueError, "-0.5"),
+        (-0.5, TypeError, "-0.5"),
+        (0.5, TypeError, "whole number"),
         (-math.inf, ValueError, "inf"),
         (math.nan, ValueError, "NaN"),
         ("100", TypeError, "str"),
@@ -551,7 +554,7 @@ def test_bad_budgets(budget: Any, exc: type, word: str) -> None:
         ([-11], ValueError, "-11"),
         (["1"], TypeError, "str"),
         ([True], TypeError, "bool"),
-        ([1.0], TypeError, "float"),
+        ([1.5], TypeError, "1.5"),
     ],
 )
 def test_bad_pins(pinned: Any, exc: type, word: str) -> None:

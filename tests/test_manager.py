@@ -145,7 +145,7 @@ def test_budget_formula_matches_the_seeds() -> None:
         trigger_ratio=0.8,
         target_ratio=0.4,
     )
-    # seed 000: (128000 - 4096 - 2000) * 0.6 = 73,142
+    # the budget design's worked example: (128000 - 4096 - 2000) * 0.6 = 73,142
     assert b.history_budget == 73_142
     assert b.prompt_budget == 128_000 - 4096
     assert b.summary_budget == int(73_142 * 0.25)
@@ -213,7 +213,7 @@ def test_summary_target_is_about_fifteen_percent() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# strategy (seed 003)
+# strategy: the preference picks the summarization route
 # ---------------------------------------------------------------------------------------------
 
 

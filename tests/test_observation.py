@@ -375,14 +375,16 @@ def test_write_is_atomic(
 
 
 def test_exact_bytes_are_kept(tmp_path: Path) -> None:
-    """CRLF, lone surrogates and every other character reach the file unchanged."""
+    """CRLF and every other character reach the file unchanged; a lone surrogate (never
+    valid UTF-8) is written as U+FFFD, the same 3 bytes long."""
     ot = ObservationTruncator(max_lines=1, output_dir=tmp_path, counter=CL100K)
     text = "dos\r\nline\r\n" * 10 + "mac\rline\n" + "中文 🙂\n"
     r = ot.truncate("t", text)
     assert Path(r["full_output_path"]).read_bytes() == text.encode()
     odd = "bad \udcff byte\n" * 5
     r = ot.truncate("t", odd)
-    assert Path(r["full_output_path"]).read_bytes() == odd.encode("utf-8", "surrogatepass")
+    assert Path(r["full_output_path"]).read_bytes() == odd.replace("\udcff", "\ufffd").encode()
+    assert r["stats"]["replaced_surrogates"] == 5
 
 
 @pytest.mark.parametrize("kind", ["file_in_the_way", "missing_parent_is_a_file"])

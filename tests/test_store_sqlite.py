@@ -98,7 +98,7 @@ def test_short_lived_threads_do_not_leak_connections(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "leak.db")
     for i in range(40):
         t = threading.Thread(
-            target=store.session("x").append, args=({"role": "user", "content": i},)
+            target=store.session("x").append, args=({"role": "user", "content": str(i)},)
         )
         t.start()
         t.join()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit import _core
+from windowfit._validate import count_arg
 from windowfit.errors import InvalidArgumentError, WindowfitError
 from windowfit.models import UnknownModelError, get_model
 
@@ -199,11 +200,10 @@ class Counter(_core.Counter):
             raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
         if cache_entries is not None and cache_bytes is not None:
             raise ValueError("give cache_entries or cache_bytes, not both")
-        for arg, value in (("cache_entries", cache_entries), ("cache_bytes", cache_bytes)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 0
-            ):
-                raise ValueError(f"{arg} must be a non-negative int, got {value!r}")
+        if cache_entries is not None:
+            cache_entries = count_arg("cache_entries", cache_entries)
+        if cache_bytes is not None:
+            cache_bytes = count_arg("cache_bytes", cache_bytes)
         kind = spec.pop("kind")
         source = spec.pop("source", None)
         self = super().__new__(

@@ -7,16 +7,21 @@ arguments and builds the result from the caller's own message objects.
 
 from __future__ import annotations
 
-import math
+import bisect
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from windowfit import _core
+from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
-from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
+from windowfit.truncation import truncate
 
 __all__ = ["FitResult", "FitStats", "fit", "repair"]
+
+logger = logging.getLogger(__name__)
 
 
 class FitStats(Mapping[str, Any]):
@@ -77,17 +82,7 @@ class FitResult:
 
 
 def _budget(budget: Any) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-        raise TypeError(f"budget must be a number of tokens, not {type(budget).__name__}")
-    if isinstance(budget, float) and math.isnan(budget):
-        raise ValueError("budget is NaN")
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget!r}")
-    if isinstance(budget, float):
-        if math.isinf(budget):
-            return 2**63 - 1
-        budget = math.floor(budget)
-    return min(int(budget), 2**63 - 1)
+    return count_arg("budget", budget, infinite=True)
 
 
 def _as_list(messages: Any) -> list[Any]:
@@ -101,11 +96,10 @@ def _as_list(messages: Any) -> list[Any]:
 def _pins(pinned: Iterable[int], n: int) -> list[int]:
     out = []
     for p in pinned:
-        if isinstance(p, bool) or not isinstance(p, int):
-            raise TypeError(f"pinned must hold message indices (int), not {type(p).__name__}")
+        p = count_arg("pinned index", p, minimum=-n)
         q = p + n if p < 0 else p
         if not 0 <= q < n:
-            raise ValueError(f"pinned index {p} is out of range for {n} messages")
+            raise InvalidArgumentError(f"pinned index {p} is out of range for {n} messages")
         out.append(q)
     return out
 
@@ -152,6 +146,8 @@ def _empty(budget: int | None) -> FitResult:
         "unanswered_removed": 0,
         "calls_stripped": 0,
         "stop_reason": "all_fit",
+        "results_truncated": 0,
+        "round_dropped": 0,
         "budget": budget,
         "tokens": 0,
     }
@@ -183,6 +179,8 @@ def _result(
             chosen[where[i]] = _stripped(messages[i], ids)
     tokens = raw.tokens if kept else 0  # an empty prompt primes no reply
     data: dict[str, Any] = {name: getattr(raw, name) for name in _STATS}
+    data["results_truncated"] = 0  # fit's oversize handling sets these two
+    data["round_dropped"] = 0
     data["budget"] = budget
     data["tokens"] = tokens
     pending = None
@@ -204,6 +202,7 @@ def fit(
     unanswered: Literal["drop", "strip"] = "drop",
     max_messages: int | None = None,
     max_turns: int | None = None,
+    oversize: Literal["truncate", "drop", "raise"] = "truncate",
 ) -> FitResult:
     """Keep the pins and the longest recent window of ``messages`` that fits in ``budget``.
 
@@ -220,6 +219,14 @@ def fit(
     stopped it: ``"budget"``, ``"max_messages"``, ``"max_turns"``, ``"start_on_user"`` or
     ``"all_fit"``. Pins are kept even when they alone pass a cap.
 
+    ``oversize`` decides what happens when the round in progress (the messages after the latest
+    user message) does not fit beside the pins: an agent that never sees its tool's result
+    calls the tool again. ``"truncate"`` (the default, for agents) cuts the oversized tool
+    results of that round, head and tail, to share what the budget leaves (those messages come
+    back as new dicts); ``"drop"`` leaves the round out; ``"raise"`` raises ``BudgetError``.
+    ``stats["results_truncated"]`` and ``stats["round_dropped"]`` (messages of the round still
+    left out) report it.
+
     Raises ``BudgetError`` (a ``ValueError``) when the pins alone exceed the budget.
     """
     msgs = _as_list(messages)
@@ -227,25 +234,136 @@ def fit(
     cap_messages = _cap("max_messages", max_messages)
     cap_turns = _cap("max_turns", max_turns)
     if start_on not in ("user", "human", None):
-        raise ValueError(f"start_on must be 'user' or None, not {start_on!r}")
+        raise InvalidArgumentError(f"start_on must be 'user' or None, not {start_on!r}")
     if unanswered not in ("drop", "strip"):
-        raise ValueError(f"unanswered must be 'drop' or 'strip', not {unanswered!r}")
+        raise InvalidArgumentError(f"unanswered must be 'drop' or 'strip', not {unanswered!r}")
+    if oversize not in ("truncate", "drop", "raise"):
+        raise InvalidArgumentError(
+            f"oversize must be 'truncate', 'drop' or 'raise', not {oversize!r}"
+        )
     c = resolve_counter(counter, model)
     if not msgs:
         return _empty(b)
-    raw = _core.fit_indices(
-        c,
-        msgs,
-        b,
-        keep_system=bool(keep_system),
-        keep_last_user=bool(keep_last_user),
-        start_on_user=start_on is not None,
-        pinned=_pins(pinned, len(msgs)),
-        strip_unanswered=unanswered == "strip",
-        max_messages=cap_messages,
-        max_turns=cap_turns,
+    pins = _pins(pinned, len(msgs))
+
+    def select(history: list[Any]) -> FitResult:
+        raw = _core.fit_indices(
+            c,
+            history,
+            b,
+            keep_system=bool(keep_system),
+            keep_last_user=bool(keep_last_user),
+            start_on_user=start_on is not None,
+            pinned=pins,
+            strip_unanswered=unanswered == "strip",
+            max_messages=cap_messages,
+            max_turns=cap_turns,
+        )
+        return _result(history, raw, b, c)
+
+    result = select(msgs)
+    lost = _round_lost(msgs, result, c, unanswered == "strip")
+    truncated = 0
+    if lost and oversize == "raise":
+        raise BudgetError(
+            f"the round in progress does not fit: messages {lost} (after the latest user "
+            f"message) are left out of budget {b}; oversize='truncate' cuts its tool results"
+        )
+    if lost and oversize == "truncate":
+        shrunk = _shrink_round(msgs, result, b, c, set(pins))
+        if shrunk is not None:
+            history, truncated = shrunk
+            result = select(history)
+            lost = _round_lost(history, result, c, unanswered == "strip")
+    if lost:  # left out although the caller asked to cut it: worth a warning
+        logger.log(
+            logging.INFO if oversize == "drop" else logging.WARNING,
+            "fit: the round in progress (messages %s) does not fit in budget %d: left out",
+            lost,
+            b,
+        )
+    stats = cast(FitStats, result.stats)
+    stats._data["results_truncated"] = truncated
+    stats._data["round_dropped"] = len(lost)
+    return result
+
+
+def _round_start(messages: list[Any]) -> int:
+    """Index of the first message after the latest user turn (a tool_result carrier is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, Mapping) and m.get("role") in ("user", "human"):
+            content = m.get("content")
+            if not (
+                isinstance(content, list)
+                and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content)
+            ):
+                return i + 1
+    return 0
+
+
+def _round_lost(messages: list[Any], result: FitResult, counter: Counter, strip: bool) -> list[int]:
+    """Messages of the round in progress that the budget (not their pairing) left out."""
+    start = _round_start(messages)
+    dropped = result.dropped[bisect.bisect_left(result.dropped, start) :]  # sorted, maybe long
+    if not dropped:
+        return []
+    # What pairing alone removes (orphans, unanswered calls) is not the budget's doing. A
+    # result pairs with the call right before it, so the round's own messages decide, and
+    # only they are read: the window search counted them already, the far past stays lazy.
+    repaired = _core.repair_indices(counter, messages[start:], strip_unanswered=strip)
+    unsendable = {start + i for i in repaired.dropped}
+    return [i for i in dropped if i not in unsendable]
+
+
+def _shrink_round(
+    messages: list[Any], result: FitResult, budget: int, counter: Counter, pinned: set[int]
+) -> tuple[list[Any], int] | None:
+    """``messages`` with the round's text tool results cut to share what the pins leave.
+
+    The cap is water-filled: results under it stay whole, the larger ones get the cap each.
+    None when nothing can be cut or the round's other tokens alone do not fit.
+    """
+    start = _round_start(messages)
+    rest = [i for i in range(start, len(messages)) if i not in pinned]
+    results = [
+        i
+        for i in rest
+        if isinstance(messages[i], Mapping)
+        and messages[i].get("role") == "tool"
+        and isinstance(messages[i].get("content"), str)
+    ]
+    if not results:
+        return None
+    full = counter.count_each_message([messages[i] for i in rest])
+    bare = counter.count_each_message(
+        [dict(messages[i], content="") if i in results else messages[i] for i in rest]
     )
-    return _result(msgs, raw, b, c)
+    room = budget - int(result.stats["pins_tokens"]) - counter.reply_priming - sum(bare)
+    sizes = {i: f - e for i, f, e in zip(rest, full, bare) if i in results}
+    cap = _water_level(sorted(sizes.values()), room)
+    if cap is None:
+        return None
+    history = list(messages)
+    cut = 0
+    for i, size in sizes.items():
+        if size > cap:
+            text = truncate(messages[i]["content"], cap, counter=counter, direction="head_tail")
+            history[i] = dict(messages[i], content=text.text)
+            cut += 1
+    return (history, cut) if cut else None
+
+
+def _water_level(sizes: list[int], room: int) -> int | None:
+    """The largest cap with ``sum(min(s, cap)) <= room`` (``sizes`` ascending), None if < 1."""
+    left = len(sizes)
+    for s in sizes:
+        if s * left > room:
+            cap = room // left
+            return cap if cap >= 1 else None
+        room -= s
+        left -= 1
+    return sizes[-1] if sizes else None
 
 
 def repair(
@@ -261,7 +379,7 @@ def repair(
     """
     msgs = _as_list(messages)
     if unanswered not in ("drop", "strip"):
-        raise ValueError(f"unanswered must be 'drop' or 'strip', not {unanswered!r}")
+        raise InvalidArgumentError(f"unanswered must be 'drop' or 'strip', not {unanswered!r}")
     c = resolve_counter(counter, model)
     if not msgs:
         return _empty(None)

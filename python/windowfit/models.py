@@ -8,17 +8,19 @@ whose provider publishes no tokenizer (Anthropic) counts by estimate: ``is_exact
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from windowfit.errors import WindowfitError
+from windowfit.errors import ArgumentTypeError, WindowfitError
 
 __all__ = [
     "ModelInfo",
     "UnknownModelError",
     "get_model",
     "list_models",
+    "model_family",
     "register_model",
 ]
 
@@ -181,21 +183,69 @@ def _normalize(name: str) -> str:
     return name.rsplit("/", 1)[-1].strip().lower()
 
 
-def get_model(name: str) -> ModelInfo:
-    """The registered model ``name`` (exact, then by family prefix).
+# What may follow a family's name and still be that family: a release date
+# ("-2024-08-06", "-20250514", "-0613"), a size ("-8b", "-235b-a22b"), or a release tag.
+# Anything else ("gpt-5.5-turbo") is another model, not a variant: it does not resolve.
+_VARIANT = re.compile(
+    r"(?:-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|\d+(?:\.\d+)?[bm](?:-a\d+(?:\.\d+)?b)?"
+    r"|instruct|chat|latest|preview|it))*"
+)
 
-    Raises ``UnknownModelError`` (a ``KeyError``) listing close matches.
+
+def _resolve(key: str) -> ModelInfo | None:
+    """The one resolution rule (the caller holds ``_lock``), first match wins:
+
+    1. a registered name;
+    2. a family (``_PREFIXES``) followed only by variant parts (``_VARIANT``):
+       ``gpt-4o-2024-08-06`` is gpt-4o, ``qwen3-8b`` is the qwen3 family;
+    3. a registered name that is ``key`` followed only by variant parts:
+       ``llama-3.1-8b`` is ``llama-3.1-8b-instruct`` (the first such name, sorted).
     """
-    if not isinstance(name, str):
-        raise TypeError(f"model name must be str, not {type(name).__name__}")
+    info = _registry.get(key)
+    if info is not None:
+        return info
+    for prefix, target in _PREFIXES:
+        family = prefix.rstrip("-")
+        if key.startswith(family) and _VARIANT.fullmatch(key[len(family) :]):
+            if target in _registry:
+                return replace(_registry[target], name=key)
+    for name in sorted(_registry):
+        if name.startswith(key) and _VARIANT.fullmatch(name[len(key) :]):
+            return _registry[name]
+    return None
+
+
+def model_family(name: str) -> str:
+    """The registered name ``name`` resolves to (``gpt-4o-2024-08-06`` -> ``gpt-4o``), or
+    the normalized name itself when it resolves to none: the key usage reports group by."""
     key = _normalize(name)
     with _lock:
-        info = _registry.get(key) or _registry.get(name)
+        info = _resolve(key)
+        if info is None or key in _registry:
+            return key
+        if info.name != key:  # a registered variant (rule 3)
+            return info.name
+        for prefix, target in _PREFIXES:  # a family plus a variant part (rule 2)
+            family = prefix.rstrip("-")
+            if key.startswith(family) and _VARIANT.fullmatch(key[len(family) :]):
+                return target if target in _registry else key
+        return key
+
+
+def get_model(name: str) -> ModelInfo:
+    """The registered model ``name``, by the one rule of ``_resolve``: the exact name, a
+    family plus a date, size or release tag, or the base name of a registered variant.
+
+    Raises ``UnknownModelError`` (a ``KeyError``) listing close matches: a made-up suffix
+    (``gpt-5.5-turbo``) names another model, so it never falls back to a family.
+    """
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"model name must be str, not {type(name).__name__}")
+    key = _normalize(name)
+    with _lock:
+        info = _resolve(key) or _registry.get(name)
         if info is not None:
             return info
-        for prefix, target in _PREFIXES:
-            if key.startswith(prefix) and target in _registry:
-                return replace(_registry[target], name=key)
         known = sorted(_registry)
     close = difflib.get_close_matches(key, known, n=5, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""

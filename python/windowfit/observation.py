@@ -1,11 +1,11 @@
 """Tool outputs that fit the prompt: ``ObservationTruncator`` and ``compact_json``.
 
-Seed 001's observation truncator, made token-exact: an output over ``max_lines`` /
+The observation truncator, made token-exact: an output over ``max_lines`` /
 ``max_bytes`` / ``max_tokens`` is cut head, tail or head + tail by ``wf.truncate``, its full
 text is saved atomically under ``output_dir``, and the preview ends with a note that tells the
 model where the full output is and how much was cut. The note counts against the limits.
 
-Seed 004's compaction: a list-shaped JSON result (a list of objects, or an object holding one
+Record compaction: a list-shaped JSON result (a list of objects, or an object holding one
 main list of objects) becomes one short line per record (``#1 会议 (2026-01-01T10:00)``) plus
 the total, before the same limits apply.
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from windowfit import _core
+from windowfit._validate import count_arg
 from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     _check_key_fields,
     _compact,
@@ -123,6 +124,18 @@ def _unique_name(tool_name: str, suffix: str) -> str:
     return f"{safe_file_stem(tool_name)}-{stamp}-{uuid.uuid4().hex[:12]}{suffix}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_utf8(text: str) -> tuple[str, int]:
+    """``text`` with each surrogate code point (never valid UTF-8) as U+FFFD, and how many.
+
+    Both take 3 bytes in UTF-8, so byte and character offsets into the saved file stay those
+    of the output as the preview measured it.
+    """
+    return _SURROGATE.subn("\ufffd", text)
+
+
 def _write_atomic(directory: Path, name: str, text: str) -> Path:
     """Write ``text`` to ``directory/name`` all at once: a temporary file in the same
     directory, fsynced, then renamed, so a reader never sees a partial file."""
@@ -130,7 +143,7 @@ def _write_atomic(directory: Path, name: str, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
         # newline="" keeps "\r\n" and "\n" as they were: offsets into the file stay exact
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass", newline="") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -161,6 +174,7 @@ class _Job:
     unsure: bool = False  # only the token limit may be over: a first cut decides
     compacted: _Compacted | None = None
     name: str = ""
+    replaced: int = 0  # lone surrogates written to the file as U+FFFD
     cuts: dict[_Limits, Truncation] = field(default_factory=dict)  # by room, to reuse
 
 
@@ -217,8 +231,7 @@ class ObservationTruncator:
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        cache_size = count_arg("cache_size", cache_size)
         if cache_size and self.output_dir is not None:
             raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
         # results by output, for windows that show the same outputs every turn
@@ -406,9 +419,10 @@ class ObservationTruncator:
             job.name = _unique_name(job.tool_name, ".json" if job.compacted else ".txt")
 
     def _save(self, job: _Job) -> tuple[str | None, str | None]:
+        text, job.replaced = _valid_utf8(job.output)
         try:
-            path = _write_atomic(self._directory(), job.name, job.output)
-        except OSError as e:
+            path = _write_atomic(self._directory(), job.name, text)
+        except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
             error = f"{type(e).__name__}: {e}"
             logger.error(
                 "cannot save the full output of tool %r to %s (%s); returning the preview only",
@@ -448,6 +462,7 @@ class ObservationTruncator:
             **info,
             "counter": counter.name,
             "save_error": error,
+            "replaced_surrogates": job.replaced,
             "time_ms": _ms(job.start),
         }
         if job.metadata is not None:

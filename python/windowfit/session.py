@@ -4,7 +4,7 @@ A Session is a light handle on a store (SQLite, Redis or memory): every read goe
 so several workers holding handles on the same id see one history. Reads are incremental: the
 handle caches what it has read and fetches only newer messages (history is append-only).
 
-Sub-agents (seed 002): ``child = session.child(task)`` creates session ``subagent-xxxxxxxx`` with
+Sub-agents: ``child = session.child(task)`` creates session ``subagent-xxxxxxxx`` with
 its own history (the task as first user message), state and budget, stored in the same store.
 The sub-agent's tool calls and outputs stay in the child. ``child.finish(result)`` hands back
 exactly one message to the parent, atomically with marking the child finished:
@@ -29,18 +29,63 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from windowfit.counting import Counter
+from windowfit.errors import InvalidMessageError, MessageTypeError
 from windowfit.messages import content_text, copy_json
 from windowfit.store.base import (
     BaseStore,
     ConflictError,
     SessionInfo,
+    encode_message,
     new_child_id,
+    to_plain_message,
     validate_session_id,
 )
 
 __all__ = ["Session"]
 
 logger = logging.getLogger(__name__)
+
+# Checks messages by the counting rules (no vocabulary needed: the rules are the core's).
+_RULES = Counter.heuristic(cache_entries=0)
+
+
+def _checked(messages: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``messages`` as a list, after the store's encoding and the counting rules accepted
+    every chat message among them (a Responses API item, with a ``type`` and no ``role``, is
+    the adapters' shape: stored as it is)."""
+    batch = list(messages)
+    for m in batch:
+        encode_message(m)  # the store's own errors first: not a mapping, not JSON
+    chat = [p for p in map(to_plain_message, batch) if "role" in p or "type" not in p]
+    _RULES.count_each_message(chat)  # raises naming the index and field
+    return batch
+
+
+def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
+    """Indices (plus ``offset``) of the messages the counting rules reject: no request can
+    carry them (a role-less Responses API item included: convert those with the adapters)."""
+    try:
+        _RULES.count_each_message(messages)
+        return []
+    except (InvalidMessageError, MessageTypeError):
+        pass
+    bad = []
+    for i, m in enumerate(messages):
+        try:
+            _RULES.count_message(m)
+        except (InvalidMessageError, MessageTypeError):
+            bad.append(i + offset)
+    return bad
+
+
+def _report(prepared: Any, skipped: list[int]) -> Any:
+    """``prepared`` with ``stats["invalid_skipped"]``: the stored messages left out as invalid."""
+    stats = getattr(prepared, "stats", None)
+    if skipped and isinstance(stats, dict):
+        stats["invalid_skipped"] = skipped
+    return prepared
+
 
 # Attempts at a fresh sub-agent id before giving up (8 hex digits collide rarely, but do).
 _CHILD_ID_ATTEMPTS = 16
@@ -64,6 +109,10 @@ class Session:
         self._seen_version = 0
         self._parent_id: str | bool | None = False  # False: not looked up yet (it never changes)
         self._pending: dict[str, Any] = {}  # consumer -> its running background summary
+        # invalid stored messages found so far, for the epoch and prefix already checked
+        self._checked_epoch: str | None = None
+        self._checked_upto = 0
+        self._invalid: list[int] = []
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, store={self.store!r})"
@@ -134,26 +183,53 @@ class Session:
     def append(self, message: Mapping[str, Any], *, summarize: Any = None) -> int:
         """Append one message (one transaction); its index in the history.
 
-        ``summarize=cm`` (a ContextManager) then makes the next summary in the background
-        (:meth:`summarize_after`), so the next request does not wait for it.
+        The message is checked first, by the rules counting applies (``InvalidMessageError``,
+        ``MessageTypeError``): the history is append-only, so a message no request can carry
+        must never get in. ``summarize=cm`` (a ContextManager) then makes the next summary in
+        the background (:meth:`summarize_after`), so the next request does not wait for it.
         """
-        index = self.store.append(self.id, [message])
+        index = self.store.append(self.id, _checked([message]))
         if summarize is not None:
             self.summarize_after(summarize)
         return index
 
     def extend(self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None) -> int:
-        """Append messages atomically and contiguously; the index of the first."""
-        index = self.store.append(self.id, list(messages))
+        """Append messages atomically and contiguously; the index of the first (checked as
+        ``append`` checks: one bad message and none is stored)."""
+        index = self.store.append(self.id, _checked(messages))
         if summarize is not None:
             self.summarize_after(summarize)
         return index
 
     async def aappend(self, message: Mapping[str, Any]) -> int:
-        return await self.store.aappend(self.id, [message])
+        return await self.store.aappend(self.id, _checked([message]))
 
     async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        return await self.store.aappend(self.id, list(messages))
+        return await self.store.aappend(self.id, _checked(messages))
+
+    def _sendable(self, history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """``history`` without the messages no request can carry, and their indices.
+
+        Such a message got in before appends were checked, or by a direct store write; it is
+        skipped, never sent, so the session stays usable. Each message is checked once per
+        handle (the history is append-only), and the rule is deterministic, so every worker
+        skips the same messages and the state's indices always refer to the same list.
+        """
+        with self._lock:
+            if self._checked_epoch != self._epoch or self._checked_upto > len(history):
+                self._checked_epoch, self._checked_upto, self._invalid = self._epoch, 0, []
+            start = self._checked_upto
+        bad = _invalid(history[start:], offset=start)
+        with self._lock:
+            if self._checked_upto == start:
+                self._invalid = self._invalid + bad
+                self._checked_upto = len(history)
+            invalid = [i for i in self._invalid if i < len(history)]
+        if not invalid:
+            return history, []
+        logger.warning("session %r: skipping invalid stored messages %s", self.id, invalid)
+        skip = set(invalid)
+        return [m for i, m in enumerate(history) if i not in skip], invalid
 
     # ------------------------------------------------------------------ state
 
@@ -219,11 +295,11 @@ class Session:
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
             stored, version = self.load_state()
-            messages = self.load()
+            messages, skipped = self._sendable(self.load())
             own = own_state(cm, stored)
             if self._summarizing(cm):
                 kwargs["summarize"] = False  # never wait for the background summary
-            prepared = cm.prepare(messages, state=own, tools=tools, **kwargs)
+            prepared = _report(cm.prepare(messages, state=own, tools=tools, **kwargs), skipped)
             new = getattr(prepared, "state", None)
             # None means "no summary state": never erase a stored summary by accident
             if new is None or new == own:
@@ -240,11 +316,13 @@ class Session:
         attempt = 0
         while True:
             stored, version = await self.aload_state()
-            messages = await self.aload()
+            messages, skipped = self._sendable(await self.aload())
             own = own_state(cm, stored)
             if self._summarizing(cm):
                 kwargs["summarize"] = False
-            prepared = await cm.aprepare(messages, state=own, tools=tools, **kwargs)
+            prepared = _report(
+                await cm.aprepare(messages, state=own, tools=tools, **kwargs), skipped
+            )
             new = getattr(prepared, "state", None)
             if new is None or new == own:
                 return prepared

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from windowfit import _core
+from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 
 __all__ = ["DEFAULT_MARKER", "Truncation", "truncate"]
@@ -43,19 +44,10 @@ class Truncation:
     direction: str
 
 
-_NO_LIMIT = 2**63 - 1
-
-
 def _limit(name: str, value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, float) and value != value:
-        raise ValueError(f"{name} is NaN")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return min(value, _NO_LIMIT)  # beyond any text: no limit
+    return count_arg(name, value, infinite=True)  # beyond any text: no limit
 
 
 def truncate(

@@ -27,6 +27,7 @@ from datetime import date, datetime, timezone
 from typing import Any, TypeVar, cast
 
 from windowfit.errors import WindowfitError
+from windowfit.models import model_family
 from windowfit.provider_usage import extract_usage
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
 
@@ -519,9 +520,19 @@ class UsageTracker:
 
     @staticmethod
     def _rows_op(report: Callable[[list[UsageRow]], _T], **query: Any) -> _Op[_T]:
+        """The store's rows for ``query``; a ``model`` selects its whole registry family.
+
+        Calls are recorded under the name the provider returned (often dated:
+        ``gpt-4o-2024-08-06``), so a report for ``gpt-4o`` takes every row whose model
+        resolves to the same family, each still under its own name.
+        """
         if "day" in query:
             query["day"] = _day_of(query["day"])
+        model = query.pop("model", None)
         rows = yield ("usage_rows", (), query)
+        if model is not None:
+            family = model_family(model)
+            rows = [r for r in rows if model_family(r.model) == family]
         return report(rows)
 
     def rows(
@@ -530,7 +541,10 @@ class UsageTracker:
         day: str | date | datetime | None = None,
         session_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        """One dict per (day, model): ``day``, ``model`` and the totals keys; sorted."""
+        """One dict per (day, model): ``day``, ``model`` and the totals keys; sorted.
+
+        ``model`` selects its family: ``"gpt-4o"`` also lists ``gpt-4o-2024-08-06``'s rows.
+        """
         return self._run(self._rows_op(_per_row, model=model, day=day, session_id=session_id))
 
     async def arows(

@@ -226,6 +226,12 @@ pub fn fit(
         }
     }
     let pins: u128 = by_pin.iter().sum();
+    let pinned_any = slot.iter().any(|s| matches!(s, Slot::Pinned(_)));
+    if !pinned_any && u128::from(opts.reply_priming) > u128::from(budget) {
+        // Nothing must be sent and nothing can be: the empty window, which primes no reply.
+        let stop = if nu == 0 { StopReason::AllFit } else { StopReason::Budget };
+        return Ok(a.assemble(&vec![false; nu], opts.reply_priming, 0, stop, recount));
+    }
     let need = pins + u128::from(opts.reply_priming);
     if need > u128::from(budget) {
         return Err(Error::Budget(format!(

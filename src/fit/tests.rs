@@ -59,12 +59,31 @@ fn empty_history() {
     let p = fit(&[], 10, &FitOptions::default(), &no_recount).unwrap();
     assert!(p.kept.is_empty() && p.dropped.is_empty() && p.stripped.is_empty());
     assert_eq!((p.tokens, p.stats.stop_reason), (0, StopReason::AllFit));
+    // An empty prompt is never sent, so it primes no reply and fits any budget.
     let primed = FitOptions { reply_priming: 3, ..FitOptions::default() };
-    assert_eq!(fit(&[], 3, &primed, &no_recount).unwrap().tokens, 3);
-    // Priming is part of every request, so it alone can exceed the budget.
-    assert!(matches!(fit(&[], 2, &primed, &no_recount), Err(Error::Budget(_))));
+    for budget in [0, 2, 3] {
+        let p = fit(&[], budget, &primed, &no_recount).unwrap();
+        assert_eq!((p.tokens, p.kept.len()), (0, 0));
+    }
     let r = repair(&[], Unanswered::Strip, 0, &no_recount);
     assert!(r.kept.is_empty() && r.dropped.is_empty());
+}
+
+#[test]
+fn nothing_pinned_and_no_room_for_priming_is_an_empty_window() {
+    // Without pins a budget below the priming leaves nothing to send: an empty window, not a
+    // BudgetError (the error is for pins that cannot be sent).
+    let h = [sys(4), user(5), asst(6)];
+    let opts = FitOptions { keep_system: false, keep_last_user: false, reply_priming: 3, ..FitOptions::default() };
+    for budget in [0, 2] {
+        let p = run(&h, budget, &opts).unwrap();
+        assert!(p.kept.is_empty() && p.tokens == 0);
+        assert_eq!(p.dropped, vec![0, 1, 2]);
+        assert_eq!(p.stats.stop_reason, StopReason::Budget);
+    }
+    // With a pin the same budget is still an error naming the priming.
+    let pinned = FitOptions { reply_priming: 3, ..FitOptions::default() };
+    assert!(matches!(run(&h, 2, &pinned), Err(Error::Budget(_))));
 }
 
 #[test]
@@ -851,7 +870,8 @@ fn reference_fit(
     let cost =
         |us: &[usize]| -> u128 { us.iter().flat_map(|&u| r.units[u].iter()).map(|&i| u128::from(r.eff[i])).sum() };
     let pins: Vec<usize> = (0..nu).filter(|&u| pinned[u]).collect();
-    let fits = |us: &[usize]| cost(us) + u128::from(o.reply_priming) <= u128::from(budget);
+    // An empty prompt primes no reply, so it fits any budget.
+    let fits = |us: &[usize]| us.is_empty() || cost(us) + u128::from(o.reply_priming) <= u128::from(budget);
     if !fits(&pins) {
         return Err("budget");
     }
@@ -943,14 +963,20 @@ fn check_invariants(
     let pinned = |i: usize| r.unit_of[i].is_some_and(|u| pin_units[u]);
     let pins: u128 = (0..n).filter(|&i| pinned(i)).map(|i| u128::from(r.eff[i])).sum();
     let priming = u128::from(o.reply_priming);
-    // (1) the error exactly when the pins do not fit
+    // (1) nothing pinned and no room for the priming: the empty window (it primes nothing)
+    if !pin_units.iter().any(|&p| p) && priming > u128::from(budget) {
+        let p = res.as_ref().expect("nothing pinned, so fit must succeed");
+        assert!(p.kept.is_empty() && p.tokens == 0, "{p:?}");
+        return;
+    }
+    // the error exactly when the pins do not fit
     if pins + priming > u128::from(budget) {
         assert!(matches!(res, Err(Error::Budget(_))), "{res:?}");
         return;
     }
     let p = res.as_ref().expect("pins fit, so fit must succeed");
     let sent: u128 = p.kept.iter().map(|&i| u128::from(r.eff[i])).sum();
-    assert_eq!(u128::from(p.tokens), sent + priming);
+    assert_eq!(u128::from(p.tokens), sent + if p.kept.is_empty() { 0 } else { priming });
     assert!(p.tokens <= budget);
     assert_eq!(u128::from(p.stats.pins_tokens), pins);
     // (2) partition, both increasing
@@ -990,7 +1016,9 @@ fn check_invariants(
         }
     }
     // (6) maximal
-    let room = u128::from(budget - p.tokens);
+    // adding to an empty window also pays the priming
+    let unpaid = if p.kept.is_empty() { priming } else { 0 };
+    let room = u128::from(budget - p.tokens).saturating_sub(unpaid);
     let next = (0..w).rev().find(|&i| valid(i) && !pinned(i));
     match next {
         None => assert_eq!(p.stats.stop_reason, StopReason::AllFit),
@@ -1073,7 +1101,8 @@ fn property_repair_matches_reference() {
             let valid: Vec<usize> = (0..h.len()).filter(|&i| r.verdict[i] == V::Ok).collect();
             assert_eq!(p.kept, valid, "{h:?}");
             assert_eq!(p.stripped, r.strip);
-            assert_eq!(p.tokens, valid.iter().map(|&i| r.eff[i]).sum::<u64>() + 3);
+            let primed = if valid.is_empty() { 0 } else { 3 };
+            assert_eq!(p.tokens, valid.iter().map(|&i| r.eff[i]).sum::<u64>() + primed);
             assert_valid_request(&h, &p);
             // Repairing a repaired history changes nothing.
             let again: Vec<MessageInfo> = p

@@ -291,7 +291,9 @@ impl<'a> Analysis<'a> {
             calls_stripped: stripped.iter().map(|(_, ids): &(usize, Vec<String>)| ids.len()).sum(),
             stop_reason: stop,
         };
-        FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + u128::from(priming)), stats }
+        // An empty prompt is never sent, so it primes no reply.
+        let primed = if kept.is_empty() { 0 } else { u128::from(priming) };
+        FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + primed), stats }
     }
 }
 

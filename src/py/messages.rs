@@ -11,7 +11,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
 use super::errors::{self, guarded, message_error, message_type_error, type_name};
 use super::light;
@@ -141,10 +141,19 @@ fn collect_strings(obj: &Bound<'_, PyAny>, out: &mut Vec<Part<Text>>, depth: usi
 fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<u32>> {
     match get_opt(d, &PyString::intern(d.py(), key))? {
         None => Ok(None),
-        Some(v) => v
-            .extract::<u32>()
-            .map(Some)
-            .map_err(|_| message_error(index, &format!("{field}.{key}"), "must be a non-negative int")),
+        Some(v) => {
+            let name = format!("{field}.{key}");
+            // A bool is an int to Python, but `width=True` is a bug, not one pixel.
+            if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+                return Err(message_type_error(index, &name, "an int (pixels)", &v));
+            }
+            match v.extract::<u32>() {
+                Ok(n) => Ok(Some(n)),
+                Err(_) => {
+                    Err(message_error(index, &name, format!("must be between 0 and {} pixels, got {v}", u32::MAX)))
+                }
+            }
+        }
     }
 }
 

@@ -49,6 +49,10 @@ def fit_converted(conv: Converted[T], budget: int, **fit_kwargs: Any) -> Fitted[
     """``wf.fit(conv.messages, budget, **fit_kwargs)`` with the kept indices mapped to items."""
     import windowfit as wf
 
+    # Items are the caller's own objects, mapped back by index: a tool result cut to fit would
+    # exist only in the canonical messages, so an oversized round is left out (and reported
+    # in stats["round_dropped"]) unless the caller asks otherwise.
+    fit_kwargs.setdefault("oversize", "drop")
     result = wf.fit(conv.messages, budget, **fit_kwargs)
     return Fitted(conv.select(result.kept), list(result.messages), result)
 

@@ -18,7 +18,7 @@ An argument given to the constructor wins, then the environment variable, then t
 | `preference` | `WINDOWFIT_PREFERENCE` | `balanced` (or `fast`, `quality`) |
 | `stable_prefix` | `WINDOWFIT_STABLE_PREFIX` | true |
 | `summary_role` | `WINDOWFIT_SUMMARY_ROLE` | `system` (or `pair`: a user/assistant pair) |
-| `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
+| `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization (`inf`: none) |
 | `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
 | `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
 | `summary_max_tokens` | `WINDOWFIT_SUMMARY_MAX_TOKENS` | 1024: the absolute cap of one summary |
@@ -42,10 +42,13 @@ and `WINDOWFIT_SUMMARY_MAX_RETRIES` (then the SDK's own `OPENAI_API_KEY` / `OPEN
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
+from windowfit._validate import count_arg
 from windowfit.context.budget import Budget, compute_budget
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
@@ -123,6 +126,20 @@ def _setting(param: str, arg: Any, default: Any, kind: type) -> Any:
         raise ValueError(f"invalid {name}={raw!r}: {exc}") from None
 
 
+def _timeout(value: Any) -> float | None:
+    """``summary_timeout`` in seconds, or None (no timeout) for infinity.
+
+    Thread joins and event-loop timers overflow past ``threading.TIMEOUT_MAX`` (about 292
+    years), so anything longer is "no timeout" too: it is checked here once, and the runner
+    never sees a value its timeout machinery cannot take.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"summary_timeout must be a number of seconds, not {value!r}")
+    if math.isnan(value) or value <= 0:
+        raise InvalidArgumentError(f"summary_timeout must be > 0 (inf: no timeout), got {value!r}")
+    return None if value >= threading.TIMEOUT_MAX else float(value)
+
+
 class Settings:
     """The validated configuration of a ``ContextManager`` and what is derived from it once."""
 
@@ -175,23 +192,23 @@ class Settings:
         )
         if window is None:
             raise ValueError("give model= (a registered model) or context_window=")
-        if window <= 0:
-            raise ValueError(f"context_window must be > 0, got {window}")
-        self.context_window = int(window)
+        self.context_window = count_arg("context_window", window, minimum=1)
 
         default_reserve = min(4096, self.context_window // 4)
         if info is not None and info.max_output_tokens > 0:
             default_reserve = min(default_reserve, info.max_output_tokens)
-        self.output_reserve = int(_setting("output_reserve", output_reserve, default_reserve, int))
-        if not 0 <= self.output_reserve < self.context_window:
+        self.output_reserve = count_arg(
+            "output_reserve", _setting("output_reserve", output_reserve, default_reserve, int)
+        )
+        if not self.output_reserve < self.context_window:
             raise ValueError(
                 f"output_reserve must be >= 0 and below context_window ({self.context_window}), "
                 f"got {self.output_reserve}"
             )
         sys_reserve = _setting("system_reserve", system_reserve, None, int)
-        if sys_reserve is not None and sys_reserve < 0:
-            raise ValueError(f"system_reserve must be >= 0, got {sys_reserve}")
-        self.system_reserve: int | None = sys_reserve
+        self.system_reserve: int | None = (
+            None if sys_reserve is None else count_arg("system_reserve", sys_reserve)
+        )
 
         self.history_ratio = float(_setting("history_ratio", history_ratio, 1.0, float))
         self.summary_ratio = float(_setting("summary_ratio", summary_ratio, 0.25, float))
@@ -203,9 +220,10 @@ class Settings:
         self._validate_ratios()
 
         cap = _setting("tool_output_max_tokens", tool_output_max_tokens, None, int)
-        if cap is not None and cap < 0:
-            raise ValueError(f"tool_output_max_tokens must be >= 0 (0 disables), got {cap}")
-        self.tool_output_max_tokens: int | None = cap
+        # 0 disables the cap
+        self.tool_output_max_tokens: int | None = (
+            None if cap is None else count_arg("tool_output_max_tokens", cap)
+        )
         self.tool_output_direction = str(
             _setting("tool_output_direction", tool_output_direction, "head_tail", str)
         )
@@ -220,9 +238,9 @@ class Settings:
         self.summary_role = str(_setting("summary_role", summary_role, "system", str)).lower()
         if self.summary_role not in ("system", "pair"):
             raise ValueError(f"summary_role must be 'system' or 'pair', not {self.summary_role!r}")
-        self.summary_timeout = float(_setting("summary_timeout", summary_timeout, 120.0, float))
-        if self.summary_timeout <= 0:
-            raise ValueError(f"summary_timeout must be > 0, got {self.summary_timeout}")
+        self.summary_timeout: float | None = _timeout(
+            _setting("summary_timeout", summary_timeout, 120.0, float)
+        )
         lang = str(_setting("language", language, "auto", str)).lower()
         if lang not in ("auto", "zh", "en"):
             raise ValueError(f"language must be auto, zh or en, not {lang!r}")

@@ -230,6 +230,7 @@ def trim(
         keep_last_user=keep_last_user,
         start_on=start_on_rule(start_on),
         pinned=canon_pins,
+        oversize="drop",  # the caller's own objects come back, by index: nothing is cut
     )
     return conv.select(result.kept)
 

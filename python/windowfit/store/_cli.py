@@ -158,6 +158,21 @@ def _cost(row: dict[str, Any]) -> str:
     return f"≥{text}" if row["unpriced_calls"] else text
 
 
+def _usage_filter(args: argparse.Namespace) -> str:
+    """The filters of a usage query in words, for the "nothing recorded" message."""
+    from windowfit.models import model_family
+
+    parts = []
+    if args.model:
+        family = model_family(args.model)
+        parts.append(f"model family {family!r} (any dated name of it)")
+    if args.day:
+        parts.append(f"day {args.day}")
+    if args.session:
+        parts.append(f"session {args.session!r}")
+    return " for " + ", ".join(parts) if parts else ""
+
+
 def cmd_usage(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from windowfit.usage import UsageTracker
 
@@ -173,6 +188,8 @@ def cmd_usage(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.json:
         out.write(json.dumps({"rows": rows, "total": total}, indent=2) + "\n")
         return 0
+    if not rows:
+        print(f"windowfit: no usage recorded{_usage_filter(args)}", file=sys.stderr)
     columns = ("day", "model", "calls", "prompt", "cached", "completion", "cost")
 
     def cells(row: dict[str, Any], day: str, model: str) -> list[str]:

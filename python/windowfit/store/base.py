@@ -427,7 +427,7 @@ def validate_session_id(session_id: Any) -> str:
 
 
 def new_child_id() -> str:
-    """A fresh sub-agent id, ``subagent-`` and 8 hex digits (as in the seed design)."""
+    """A fresh sub-agent id, ``subagent-`` and 8 hex digits (short, readable in logs)."""
     return f"subagent-{secrets.token_hex(4)}"
 
 

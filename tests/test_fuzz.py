@@ -1,0 +1,238 @@
+"""Fuzzing every public entry point with arbitrary JSON-like values (bounded, part of ``make test``).
+
+Whatever goes in, an entry point either works or raises a documented error: a
+``wf.WindowfitError``, or one of the builtin bases the library documents (``TypeError``,
+``ValueError``, ``KeyError``). Never another exception (``RecursionError``, ``OverflowError``,
+``AttributeError``, an ``InternalError`` from a caught panic...), never a hang, and never a
+lost message: what a store accepted reads back equal, and a fit accounts for every index.
+
+The examples are small and few (each test well under ten seconds on a loaded machine); run
+with ``--hypothesis-seed=N`` or more ``max_examples`` to dig further.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import windowfit as wf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from windowfit.context import ENV_VARS, ContextManager
+from windowfit.errors import InternalError
+from windowfit.observation import ObservationTruncator
+from windowfit.store import MemoryStore
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+#: what an entry point may raise on bad input (all library errors derive from WindowfitError)
+DOCUMENTED = (wf.WindowfitError, TypeError, ValueError, KeyError)
+
+COUNTER = wf.Counter(model="gpt-4o")
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30)  # includes lone surrogates
+)
+json_like = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+ROLES = ["system", "developer", "user", "assistant", "tool", "function", "human", "wizard", ""]
+ids = st.sampled_from(["c1", "c2", "c3"]) | st.text(max_size=4) | scalars
+parts = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image_url", "tool_use", "tool_result", "input_audio", "x"])},
+    optional={
+        "text": st.text(max_size=20) | scalars,
+        "image_url": st.fixed_dictionaries(
+            {}, optional={"url": st.text(max_size=10), "width": scalars, "height": scalars}
+        )
+        | scalars,
+        "id": ids,
+        "tool_use_id": ids,
+        "input": json_like,
+        "content": st.text(max_size=20) | json_like,
+    },
+)
+calls = st.fixed_dictionaries(
+    {"id": ids, "type": st.just("function")},
+    optional={
+        "function": st.fixed_dictionaries(
+            {"name": st.text(max_size=8) | scalars, "arguments": st.text(max_size=20) | json_like}
+        )
+        | scalars
+    },
+)
+# near-valid messages (so the deep paths run) mixed with anything at all
+messages = (
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(ROLES) | scalars},
+        optional={
+            "content": st.text(max_size=40) | st.lists(parts | scalars, max_size=3) | scalars,
+            "tool_calls": st.lists(calls, max_size=2) | scalars,
+            "tool_call_id": ids,
+            "name": st.text(max_size=6) | scalars,
+        },
+    )
+    | json_like
+)
+histories = st.lists(messages, max_size=8)
+counts = scalars | st.integers(min_value=0, max_value=400)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+
+
+def documented(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, or None when it raised a documented error (anything else fails)."""
+    try:
+        return fn(*args, **kwargs)
+    except InternalError:  # a caught panic is a bug, whatever its bases
+        raise
+    except DOCUMENTED:
+        return None
+
+
+@FUZZ
+@given(text=st.text(max_size=200) | scalars, message=messages, history=histories)
+def test_counting(text: Any, message: Any, history: Any) -> None:
+    n = documented(COUNTER.count, text)
+    if n is not None:
+        assert isinstance(text, str) and n >= 0
+    one = documented(COUNTER.count_message, message)
+    many = documented(COUNTER.count_messages, history)
+    each = documented(COUNTER.count_each_message, history)
+    if many is not None:  # additive, as documented
+        assert each is not None and many == sum(each) + (COUNTER.reply_priming if history else 0)
+    if one is not None:
+        assert one == documented(COUNTER.count_messages, [message]) - COUNTER.reply_priming
+    documented(COUNTER.count_tools, history)
+
+
+@FUZZ
+@given(
+    history=histories,
+    budget=counts,
+    flags=st.tuples(st.booleans(), st.booleans()),
+    pins=st.lists(counts, max_size=2),
+)
+def test_fit_and_repair(history: Any, budget: Any, flags: Any, pins: Any) -> None:
+    for oversize in ("truncate", "drop"):
+        r = documented(
+            wf.fit,
+            history,
+            budget,
+            counter=COUNTER,
+            keep_system=flags[0],
+            keep_last_user=flags[1],
+            pinned=pins,
+            oversize=oversize,
+        )
+        if r is not None:  # no message lost: every index kept or dropped, once
+            assert sorted(r.kept + r.dropped) == list(range(len(history)))
+            assert r.tokens == COUNTER.count_messages(r.messages) <= r.budget
+            assert r.stats["tokens_dropped"] >= 0
+    r = documented(wf.repair, history, counter=COUNTER)
+    if r is not None:
+        assert sorted(r.kept + r.dropped) == list(range(len(history)))
+
+
+@FUZZ
+@given(
+    text=st.text(max_size=300) | scalars,
+    limit=counts,
+    direction=st.sampled_from(["head", "tail", "head_tail", "middle"]) | scalars,
+)
+def test_truncate(text: Any, limit: Any, direction: Any) -> None:
+    t = documented(wf.truncate, text, limit, direction=direction, counter=COUNTER)
+    if t is not None:
+        assert t.tokens <= t.original_tokens
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            assert COUNTER.count(t.text) <= limit
+
+
+@FUZZ
+@given(
+    tool=st.text(max_size=10) | scalars,
+    output=st.text(max_size=300) | scalars,
+    metadata=json_like,
+    limit=counts,
+)
+def test_observation(tmp_path: Path, tool: Any, output: Any, metadata: Any, limit: Any) -> None:
+    t = documented(
+        ObservationTruncator, max_lines=limit, max_tokens=50, output_dir=tmp_path / "out"
+    )
+    if t is None:
+        return
+    r = documented(t.truncate, tool, output, metadata)
+    if r is not None and r["full_output_path"]:  # what was cut is saved whole, as UTF-8
+        saved = Path(r["full_output_path"]).read_bytes().decode("utf-8")
+        assert len(saved) == len(output) or r["stats"]["compacted"]
+
+
+@settings(FUZZ, max_examples=50)
+@given(
+    history=histories,
+    state=json_like
+    | st.fixed_dictionaries(
+        {}, optional={"cut": counts, "summary": json_like, "summarized_until": counts}
+    ),
+)
+def test_manager_prepare_with_any_state(history: Any, state: Any) -> None:
+    cm = ContextManager(model="gpt-4o", context_window=3000, output_reserve=300)
+    p = documented(cm.prepare, history, state)
+    if p is not None:
+        assert p.tokens <= 3000 - 300
+    a = documented(asyncio.run, cm.aprepare(history, state))
+    if p is not None and a is not None:
+        assert a.messages == p.messages
+
+
+@FUZZ
+@given(batch=histories, state=json_like, key=st.text(max_size=12) | scalars)
+def test_stores_lose_nothing(batch: Any, state: Any, key: Any) -> None:
+    store = MemoryStore()
+    s = documented(store.session, key)
+    if s is None:
+        return
+    kept: list[Any] = []
+    for m in batch:
+        if documented(s.append, m) is not None:
+            kept.append(json.loads(json.dumps(m)))  # what the store accepted, as JSON
+    assert s.messages == kept
+    if documented(s.save_state, state) is not None:
+        assert s.load_state()[0] == state
+    p = documented(
+        s.prepare, ContextManager(model="gpt-4o", context_window=3000, output_reserve=300)
+    )
+    if kept:
+        assert p is not None  # a history the session accepted can always be prepared
+
+
+@FUZZ
+@given(name=st.text(max_size=30) | scalars, number=counts)
+def test_models_and_config(name: Any, number: Any) -> None:
+    info = documented(wf.get_model, name)
+    if info is not None:
+        assert info.context_window > 0
+    cm = documented(ContextManager, context_window=number, summary_timeout=number)
+    if cm is not None:
+        assert isinstance(cm.context_window, int) and cm.context_window >= 1
+        assert cm.summary_timeout is None or (0 < cm.summary_timeout < math.inf)
