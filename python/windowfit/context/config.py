@@ -21,6 +21,8 @@ An argument given to the constructor wins, then the environment variable, then t
 | `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
 | `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
 | `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
+| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 0: off; else old tool outputs beyond the latest `mask_keep` are masked |
+| `mask_clear_at_least` | `WINDOWFIT_MASK_CLEAR_AT_LEAST` | 2048 tokens freed per masking batch |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
 `WINDOWFIT_SUMMARIZER=llm` builds an `LLMSummarizer` from `WINDOWFIT_SUMMARY_MODEL`,
@@ -46,6 +48,10 @@ __all__ = ["ENV_VARS", "Settings"]
 
 logger = logging.getLogger(__name__)
 
+#: Observation masking defaults (chosen from ``make eval`` on the real agent runs).
+DEFAULT_MASK_KEEP = 0
+DEFAULT_MASK_CLEAR_AT_LEAST = 2048
+
 #: constructor parameter -> environment variable
 ENV_VARS: dict[str, str] = {
     "model": "WINDOWFIT_MODEL",
@@ -65,6 +71,8 @@ ENV_VARS: dict[str, str] = {
     "summary_timeout": "WINDOWFIT_SUMMARY_TIMEOUT",
     "summary_length_ratio": "WINDOWFIT_SUMMARY_LENGTH_RATIO",
     "language": "WINDOWFIT_LANGUAGE",
+    "mask_keep": "WINDOWFIT_MASK_KEEP",
+    "mask_clear_at_least": "WINDOWFIT_MASK_CLEAR_AT_LEAST",
     "counter": "WINDOWFIT_ENCODING",
 }
 
@@ -127,6 +135,8 @@ class Settings:
         summary_timeout: float | None = None,
         summary_length_ratio: float | None = None,
         language: str | None = None,
+        mask_keep: int | None = None,
+        mask_clear_at_least: int | None = None,
     ) -> None:
         self.model: str | None = _setting("model", model, None, str)
         info = None
@@ -194,6 +204,7 @@ class Settings:
             raise ValueError(f"language must be auto, zh or en, not {lang!r}")
         self.language: str | None = None if lang == "auto" else lang
 
+        self._mask_settings(mask_keep, mask_clear_at_least)
         self.counter = self._make_counter(counter, info)
         self.summarizer = self._make_summarizer(summarizer)
         self._priming = int(getattr(self.counter, "reply_priming", 0))
@@ -228,6 +239,18 @@ class Settings:
                 f"summary_ratio + target_ratio ({self.summary_ratio} + {self.target_ratio}) must not "
                 f"exceed trigger_ratio ({self.trigger_ratio})"
             )
+
+    def _mask_settings(self, keep: int | None, clear_at_least: int | None) -> None:
+        """Observation masking: how many recent tool outputs stay verbatim (0: no masking) and
+        the fewest tokens one masking batch frees (so the cached prefix moves rarely)."""
+        self.mask_keep = int(_setting("mask_keep", keep, DEFAULT_MASK_KEEP, int))
+        if self.mask_keep < 0:
+            raise ValueError(f"mask_keep must be >= 0 (0 disables masking), got {self.mask_keep}")
+        self.mask_clear_at_least = int(
+            _setting("mask_clear_at_least", clear_at_least, DEFAULT_MASK_CLEAR_AT_LEAST, int)
+        )
+        if self.mask_clear_at_least < 1:
+            raise ValueError(f"mask_clear_at_least must be >= 1, got {self.mask_clear_at_least}")
 
     def _make_counter(self, counter: Any, info: Any) -> Any:
         if counter is not None:

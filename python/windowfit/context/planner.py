@@ -135,6 +135,18 @@ class Planner(Windows):
         held = c.count_message(plan.msgs[user]) if user is not None else 0
         summary_tokens = sum(c.count_message(m) for m in self._summary_messages(st["summary"], st))
         recent = window_raw - window_system - saved + held
+        if summary_tokens + recent > b.high_water:
+            recent -= self._advance_mask(plan)
+            if summary_tokens + recent <= b.high_water:
+                plan.stats.update(
+                    strategy="mask",
+                    strategy_reason=(
+                        f"old tool outputs masked up to message {plan.state['mask_until']}: "
+                        f"summary + recent = {summary_tokens + recent} tokens, under the "
+                        f"high-water mark ({b.high_water})"
+                    ),
+                )
+                return
         if summary_tokens + recent <= b.high_water:
             plan.stats.update(
                 strategy="keep",

@@ -3,6 +3,9 @@
 ``tokens`` (sent, reply priming included), ``tokens_system`` / ``tokens_summary`` /
 ``tokens_recent`` (the layers), ``tokens_tools``, ``tokens_total`` (+ tool schemas),
 ``tokens_full`` (sending everything), ``tokens_saved``, ``usage_ratio`` (of window - reserve);
+``budget_use`` (sent + tool schemas over the prompt budget); ``left_out`` (why messages were not
+sent verbatim: ``summarized``, ``before_cut`` (evicted, not yet summarized), ``fit`` with
+``fit_reason``; empty when the whole history was sent);
 the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
 ``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
 verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
@@ -62,6 +65,7 @@ class Stats(Windows):
             has_summary=bool(fitted.view.summary_idx),
         )
         stats.setdefault("summary_dropped", False)
+        self._fill_budget_use(plan, r)
         # Prefix shared with the previous call: the identical leading head messages, then (same
         # cut, same head) the window up to where the previous prompt ended. Only the few head
         # and new messages are counted here; the rest follows from the totals.
@@ -98,6 +102,7 @@ class Stats(Windows):
         )
         st["prev"] = {"head": head_fps, "start": start, "end": end, "tools": plan.tools_fp}
         stats["elapsed_ms"] = round((time.perf_counter() - plan.started) * 1000, 3)
+        logger.debug("turn %d left out: %s", st["turn"], stats["left_out"])
         logger.debug(
             "prepared turn %d: %d messages, %d tokens (system %d, summary %d, recent %d), strategy %s",
             st["turn"],
@@ -108,3 +113,27 @@ class Stats(Windows):
             recent,
             stats.get("strategy"),
         )
+
+    def _fill_budget_use(self, plan: Plan, r: Any) -> None:
+        """``budget_use`` (sent / prompt budget, the cache-stable window's utilization) and
+        ``left_out``: why each message not sent verbatim was left out."""
+        stats = plan.stats
+        stats["budget_use"] = round(
+            (stats["tokens"] + stats["tokens_tools"]) / max(1, plan.budget.prompt_budget), 4
+        )
+        lead = 0  # the leading system block is always sent, never "before the cut"
+        while lead < len(plan.system_idx) and plan.system_idx[lead] == lead:
+            lead += 1
+        summarized = max(int(plan.state["summarized_until"]), lead)
+        pending = max(0, plan.cut - summarized)
+        folded = stats["messages_summarized"]
+        by_fit = max(0, stats["messages_dropped"] - folded - pending)
+        left_out: dict[str, Any] = {}
+        if folded:
+            left_out["summarized"] = folded
+        if pending:
+            left_out["before_cut"] = pending
+        if by_fit:
+            left_out["fit"] = by_fit
+            left_out["fit_reason"] = r.stats["stop_reason"]
+        stats["left_out"] = left_out

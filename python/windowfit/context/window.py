@@ -12,6 +12,7 @@ from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
 from windowfit.context.budget import Budget
+from windowfit.context.masking import advance_mask, maskable, masked
 from windowfit.context.plan import Fitted, Plan, View
 from windowfit.context.state import StateKeeper
 from windowfit.fitting import fit
@@ -115,9 +116,12 @@ class Windows(StateKeeper):
         if cap > 0 and (plan.trunc_from < 0 or lo < plan.trunc_from):
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
+            mask_until = self._mask_until(plan)
             for i in range(lo, hi):
                 m = msgs[i]
-                if m.get("role") == "tool":
+                if i < mask_until and maskable(m):
+                    plan.trunc[i] = self._masked(plan, i)
+                elif m.get("role") == "tool":
                     cut = self._truncated(m, cap)
                     if cut is not None:
                         plan.trunc[i] = cut
@@ -130,6 +134,45 @@ class Windows(StateKeeper):
                 count += 1
                 saved += tokens
         return window, count, saved
+
+    # -- observation masking (context editing) --------------------------------------------------
+
+    def _mask_until(self, plan: Plan) -> int:
+        """Messages before this index have old tool output / reasoning masked (0: none)."""
+        if self.mask_keep <= 0:
+            return 0
+        value = plan.state.get("mask_until")
+        return min(value, len(plan.msgs)) if isinstance(value, int) and value > 0 else 0
+
+    def _masked(self, plan: Plan, i: int) -> tuple[dict[str, Any], int]:
+        """``msgs[i]`` masked, with the tokens masking saves."""
+        m = plan.msgs[i]
+        lang = plan.state.get("language") or self.language
+        edited = masked(plan.msgs, i, lang)
+        c = self.counter
+        return edited, max(0, c.count_message(m) - c.count_message(edited))
+
+    def _advance_mask(self, plan: Plan) -> int:
+        """Move the mask boundary if that frees ``mask_clear_at_least`` tokens; the tokens freed
+        (0: it stays, and the prompt prefix with it)."""
+        if self.mask_keep <= 0:
+            return 0
+        old = self._mask_until(plan)
+        new, freed = advance_mask(
+            plan.msgs,
+            max(old, plan.cut),
+            keep=self.mask_keep,
+            clear_at_least=self.mask_clear_at_least,
+            count=self.counter.count_message,
+        )
+        if new <= old or not freed:
+            return 0
+        plan.state["mask_until"] = new
+        # the truncation cache was built with the old boundary
+        plan.trunc.clear()
+        plan.trunc_from = -1
+        plan.stats["masked_until"] = new
+        return freed
 
     def _head_user(self, plan: Plan, cut: int) -> int | None:
         """The user message pinned right after the summary, if the window starts after it.
@@ -181,11 +224,24 @@ class Windows(StateKeeper):
 
     def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
         try:
-            return fit(view.messages, budget, counter=self.counter, pinned=view.pinned)
+            r = fit(view.messages, budget, counter=self.counter, pinned=view.pinned)
         except BudgetError:
             if raise_errors or not view.pinned:
                 raise
             return None
+        return self._whole_if_fits(view, budget, r)
+
+    def _whole_if_fits(self, view: View, budget: int, r: Any) -> Any:
+        """The whole view when only the start-on-user rule left something out.
+
+        Starting on a user message keeps a cut window well formed, but when nothing had to be
+        cut (an assistant greeting before the first user message, say) dropping it loses
+        context that fits. Refit by units and take that result if it sends everything.
+        """
+        if r.stats["stop_reason"] != "start_on_user":
+            return r
+        whole = fit(view.messages, budget, counter=self.counter, pinned=view.pinned, start_on=None)
+        return whole if whole.stats["stop_reason"] == "all_fit" else r
 
     def _head_summary_tokens(self, view: View) -> int:
         return sum(self.counter.count_message(view.messages[i]) for i in view.summary_idx)
