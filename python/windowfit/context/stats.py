@@ -95,6 +95,12 @@ class Stats(Windows):
                     k -= 1
                 shared_msgs += window_count
                 shared_tokens += window_tokens
+            elif same == len(head_fps) <= len(prev_head):
+                more_msgs, more_tokens = self._moved_overlap(
+                    plan, view, kept, len(head_kept), prev_head[same:], prev
+                )
+                shared_msgs += more_msgs
+                shared_tokens += more_tokens
         stats.update(
             prefix_tokens_shared=shared_tokens,
             prefix_messages_shared=shared_msgs,
@@ -137,3 +143,33 @@ class Stats(Windows):
             left_out["fit"] = by_fit
             left_out["fit_reason"] = r.stats["stop_reason"]
         stats["left_out"] = left_out
+
+    def _moved_overlap(
+        self,
+        plan: Plan,
+        view: Any,
+        kept: list[int],
+        first: int,
+        rest: list[str],
+        prev: Mapping[str, Any],
+    ) -> tuple[int, int]:
+        """Messages and tokens shared although the window moved: the previous prompt's extra
+        head messages (a held user message) now open this window, or the new window opens
+        with messages equal to the previous window's (a repeated question). Compared message
+        by message from the previous window's start; usually the first comparison fails."""
+        c, msgs, n = self.counter, 0, 0
+        j = first
+        for fp in rest:
+            if j >= len(kept) or fingerprint(view.messages[kept[j]]) != fp:
+                return msgs, n
+            n += c.count_message(view.messages[kept[j]])
+            msgs, j = msgs + 1, j + 1
+        src, prev_end = int(prev.get("start", -1)), int(prev.get("end", 0))
+        while 0 <= src < prev_end and j < len(kept):
+            m = view.messages[kept[j]]
+            sent_before = plan.trunc.get(src, (plan.msgs[src], 0))[0]
+            if m is not sent_before and fingerprint(m) != fingerprint(sent_before):
+                break
+            n += c.count_message(m)
+            msgs, j, src = msgs + 1, j + 1, src + 1
+        return msgs, n
