@@ -268,9 +268,10 @@ def test_defaults_come_from_the_model_registry() -> None:
     assert (cm.history_ratio, cm.summary_ratio, cm.trigger_ratio, cm.target_ratio) == (
         1.0,
         0.25,
-        0.8,
-        0.4,
+        0.9,
+        0.5,
     )
+    assert (cm.mask_keep, cm.mask_clear_at_least) == (3, 2048)
     assert cm.preference == "balanced" and cm.stable_prefix and cm.summary_role == "system"
     assert isinstance(cm.summarizer, ExtractiveSummarizer) and cm.summarizer.counter is cm.counter
     small = ContextManager(model="gpt-4")  # 8k window: the default reserve shrinks to a quarter

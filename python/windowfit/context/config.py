@@ -10,8 +10,8 @@ An argument given to the constructor wins, then the environment variable, then t
 | `system_reserve` | `WINDOWFIT_SYSTEM_RESERVE` | none: the system messages are measured |
 | `history_ratio` | `WINDOWFIT_HISTORY_RATIO` | 1.0 |
 | `summary_ratio` | `WINDOWFIT_SUMMARY_RATIO` | 0.25 |
-| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.8 |
-| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.4 |
+| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.9 |
+| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.5 |
 | `summarizer` | `WINDOWFIT_SUMMARIZER` | `extractive` (or `llm`, `none`; or any callable) |
 | `tool_output_max_tokens` | `WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS` | auto: half the low-water mark; 0 disables |
 | `tool_output_direction` | `WINDOWFIT_TOOL_OUTPUT_DIRECTION` | `head_tail` (or `head`, `tail`) |
@@ -21,7 +21,7 @@ An argument given to the constructor wins, then the environment variable, then t
 | `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
 | `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
 | `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
-| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 0: off; else old tool outputs beyond the latest `mask_keep` are masked |
+| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 3: older tool outputs are masked (0: off) |
 | `mask_clear_at_least` | `WINDOWFIT_MASK_CLEAR_AT_LEAST` | 2048 tokens freed per masking batch |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
@@ -48,8 +48,9 @@ __all__ = ["ENV_VARS", "Settings"]
 
 logger = logging.getLogger(__name__)
 
-#: Observation masking defaults (chosen from ``make eval`` on the real agent runs).
-DEFAULT_MASK_KEEP = 0
+#: Observation masking defaults (chosen from ``make eval`` on the real agent runs; the water
+#: marks 0.9 / 0.5 likewise: see benches/RESULTS.md, "Budget use").
+DEFAULT_MASK_KEEP = 3
 DEFAULT_MASK_CLEAR_AT_LEAST = 2048
 
 #: constructor parameter -> environment variable
@@ -171,8 +172,8 @@ class Settings:
 
         self.history_ratio = float(_setting("history_ratio", history_ratio, 1.0, float))
         self.summary_ratio = float(_setting("summary_ratio", summary_ratio, 0.25, float))
-        self.trigger_ratio = float(_setting("trigger_ratio", trigger_ratio, 0.8, float))
-        self.target_ratio = float(_setting("target_ratio", target_ratio, 0.4, float))
+        self.trigger_ratio = float(_setting("trigger_ratio", trigger_ratio, 0.9, float))
+        self.target_ratio = float(_setting("target_ratio", target_ratio, 0.5, float))
         self.summary_length_ratio = float(
             _setting("summary_length_ratio", summary_length_ratio, 0.15, float)
         )

@@ -117,14 +117,14 @@ class Windows(StateKeeper):
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
             mask_until = self._mask_until(plan)
-            for i in range(lo, hi):
+            for i in range(max(lo, mask_until), hi):
                 m = msgs[i]
-                if i < mask_until and maskable(m):
-                    plan.trunc[i] = self._masked(plan, i)
-                elif m.get("role") == "tool":
+                if m.get("role") == "tool":
                     cut = self._truncated(m, cap)
                     if cut is not None:
                         plan.trunc[i] = cut
+            if lo < mask_until:
+                self._mask_rows(plan, lo, min(hi, mask_until), cap)
             plan.trunc_from = lo
         window = msgs[lo:]
         count = saved = 0
@@ -144,13 +144,49 @@ class Windows(StateKeeper):
         value = plan.state.get("mask_until")
         return min(value, len(plan.msgs)) if isinstance(value, int) and value > 0 else 0
 
-    def _masked(self, plan: Plan, i: int) -> tuple[dict[str, Any], int]:
-        """``msgs[i]`` masked, with the tokens masking saves."""
-        m = plan.msgs[i]
+    def _mask_rows(self, plan: Plan, lo: int, hi: int, cap: int) -> None:
+        """Put the masked (or, for provider items, truncated) messages of ``msgs[lo:hi]``, all
+        before the mask boundary, into ``plan.trunc``.
+
+        The same old messages stay masked in every later prompt, so the edited copies and
+        their savings are kept per boundary and reused while each source message is the same
+        object: a turn then costs one identity check per masked message, not a recount.
+        """
+        msgs = plan.msgs
         lang = plan.state.get("language") or self.language
-        edited = masked(plan.msgs, i, lang)
-        c = self.counter
-        return edited, max(0, c.count_message(m) - c.count_message(edited))
+        key = (self._mask_until(plan), lang, cap)
+        rows: list[tuple[int, Any, dict[str, Any], int]] = self.__dict__.get("_mask_cache_rows", [])
+        if self.__dict__.get("_mask_cache_key") != key or any(
+            i < len(msgs) and msgs[i] is not m for i, m, _, _ in rows[:1]
+        ):
+            rows = []
+            self.__dict__["_mask_cache_key"] = key
+        done = {i for i, _, _, _ in rows} if rows else set()
+        start = rows[0][0] if rows else hi
+        if lo < start or not rows:
+            # rows cover [first scanned, boundary); extend them downwards once
+            new = []
+            for i in range(lo, min(hi, start) if rows else hi):
+                m = msgs[i]
+                if i in done:
+                    continue
+                if maskable(m):
+                    edited = masked(msgs, i, lang)
+                    saved = self.counter.count_message(m) - self.counter.count_message(edited)
+                    new.append((i, m, edited, max(0, saved)))
+                elif m.get("role") == "tool":
+                    cut = self._truncated(m, cap)  # a provider item is truncated, not masked
+                    if cut is not None:
+                        new.append((i, m, cut[0], cut[1]))
+            rows = new + rows
+            self.__dict__["_mask_cache_rows"] = rows
+        for i, m, edited, saved in rows:
+            if lo <= i < hi:
+                if msgs[i] is not m:  # another history under the same boundary: recompute
+                    self.__dict__["_mask_cache_key"] = None
+                    self._mask_rows(plan, lo, hi, cap)
+                    return
+                plan.trunc[i] = (edited, saved)
 
     def _advance_mask(self, plan: Plan) -> int:
         """Move the mask boundary if that frees ``mask_clear_at_least`` tokens; the tokens freed
