@@ -9,7 +9,8 @@ sent verbatim: ``summarized``, ``before_cut`` (evicted, not yet summarized), ``f
 the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
 ``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
 verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
-``strategy`` (``keep``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
+``strategy`` (``keep``, ``mask``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
+``masked_until`` (when old tool outputs were masked this call);
 ``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
 ``summary_target_tokens``, ``summary_dropped``, ``has_summary``; ``compacted`` (the cut
 moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
