@@ -10,7 +10,8 @@ the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_w
 ``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
 verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
 ``strategy`` (``keep``, ``mask``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
-``masked_until`` (when old tool outputs were masked this call);
+``masked_until`` / ``masked_from`` (when old tool outputs were masked this call: the new
+boundary and the first message changed);
 ``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
 ``summary_target_tokens``, ``summary_dropped``, ``has_summary``; ``compacted`` (the cut
 moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
@@ -86,7 +87,7 @@ class Stats(Windows):
                 same += 1
             shared_msgs, shared_tokens = same, sum(head_tokens[:same])
             if same == len(head_fps) == len(prev_head) and prev.get("start") == start:
-                prev_end = int(prev.get("end", 0))
+                prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
                 window_tokens = tokens - self._priming - sum(head_tokens)
                 window_count = len(kept) - len(head_kept)
                 k = len(kept) - 1
@@ -165,7 +166,8 @@ class Stats(Windows):
                 return msgs, n
             n += c.count_message(view.messages[kept[j]])
             msgs, j = msgs + 1, j + 1
-        src, prev_end = int(prev.get("start", -1)), int(prev.get("end", 0))
+        src = int(prev.get("start", -1))
+        prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
         while 0 <= src < prev_end and j < len(kept):
             m = view.messages[kept[j]]
             sent_before = plan.trunc.get(src, (plan.msgs[src], 0))[0]
@@ -174,3 +176,10 @@ class Stats(Windows):
             n += c.count_message(m)
             msgs, j, src = msgs + 1, j + 1, src + 1
         return msgs, n
+
+    @staticmethod
+    def _unchanged_end(plan: Plan, prev_end: int) -> int:
+        """Where the previous prompt's window stops being repeated verbatim: its end, or the
+        first message masked in this call."""
+        masked_from = plan.stats.get("masked_from")
+        return min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end

@@ -204,6 +204,10 @@ class Windows(StateKeeper):
         if new <= old or not freed:
             return 0
         plan.state["mask_until"] = new
+        start = max(old, plan.cut)
+        plan.stats["masked_from"] = next(
+            (i for i in range(start, new) if maskable(plan.msgs[i])), new
+        )
         # the truncation cache was built with the old boundary
         plan.trunc.clear()
         plan.trunc_from = -1
