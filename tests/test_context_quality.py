@@ -210,3 +210,31 @@ def test_manager_masks_old_outputs_keeping_budget_pairing_and_the_task() -> None
     assert all("cleared" not in x["content"] for x in tools[-3:])
     # masking keeps more of the run verbatim-or-placeholder than cutting alone
     assert final.stats["messages_sent"] > results[0][2].stats["messages_sent"]
+
+
+def test_one_manager_masks_two_histories_without_mixing_them() -> None:
+    m = _manager(context_window=16384, output_reserve=2048, mask_keep=3, mask_clear_at_least=1500)
+
+    a = _agent_history(60)
+    b = [dict(x) for x in a]
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x["role"] == "tool":  # each output names the file its full text was saved to
+            x["content"] += f"\n[truncated; full output: out/a-{k}.txt]"
+            y["content"] = (
+                y["content"].replace("return x", "return y") + f"\n[full output: out/b-{k}.txt]"
+            )
+    # two sessions served turn by turn by the same manager (its caches see both)
+    states: dict[str, Any] = {"a": None, "b": None}
+    out: dict[str, Any] = {}
+    for n in [i for i, x in enumerate(a) if x["role"] == "assistant"] + [len(a)]:
+        for name, history in (("a", a), ("b", b)):
+            out[name] = m.prepare(history[:n], states[name])
+            states[name] = out[name].state
+    pa, pb = out["a"], out["b"]
+    assert pa.state["mask_until"] == pb.state["mask_until"] > 0  # same boundary, same key
+    text_a = " ".join(str(x.get("content")) for x in pa.messages)
+    text_b = " ".join(str(x.get("content")) for x in pb.messages)
+    assert "cleared to save context; full output: out/a-" in text_a
+    assert "cleared to save context; full output: out/b-" in text_b
+    assert "out/a-" not in text_b and "return x" not in text_b and "return y" in text_b
+    assert all(x in b or x.get("role") in ("tool", "system") for x in pb.messages)
