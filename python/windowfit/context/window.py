@@ -170,10 +170,12 @@ class Windows(StateKeeper):
                 m = msgs[i]
                 if i in done:
                     continue
+                saved = 0
                 if maskable(m):
                     edited = masked(msgs, i, lang)
                     saved = self.counter.count_message(m) - self.counter.count_message(edited)
-                    new.append((i, m, edited, max(0, saved)))
+                if saved > 0:  # a short output stays: its placeholder would be longer
+                    new.append((i, m, edited, saved))
                 elif m.get("role") == "tool":
                     cut = self._truncated(m, cap)  # a provider item is truncated, not masked
                     if cut is not None:
