@@ -271,7 +271,7 @@ def test_defaults_come_from_the_model_registry() -> None:
         0.9,
         0.5,
     )
-    assert (cm.mask_keep, cm.mask_clear_at_least) == (3, 2048)
+    assert (cm.mask_keep, cm.mask_clear_at_least) == (0, 2048)
     assert cm.preference == "balanced" and cm.stable_prefix and cm.summary_role == "system"
     assert isinstance(cm.summarizer, ExtractiveSummarizer) and cm.summarizer.counter is cm.counter
     small = ContextManager(model="gpt-4")  # 8k window: the default reserve shrinks to a quarter

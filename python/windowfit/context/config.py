@@ -21,7 +21,7 @@ An argument given to the constructor wins, then the environment variable, then t
 | `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization |
 | `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
 | `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
-| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 3: older tool outputs are masked (0: off) |
+| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 0: off (3 measured best on agent runs) |
 | `mask_clear_at_least` | `WINDOWFIT_MASK_CLEAR_AT_LEAST` | 2048 tokens freed per masking batch |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 #: Observation masking defaults (chosen from ``make eval`` on the real agent runs; the water
 #: marks 0.9 / 0.5 likewise: see benches/RESULTS.md, "Budget use").
-DEFAULT_MASK_KEEP = 3
+DEFAULT_MASK_KEEP = 0
 DEFAULT_MASK_CLEAR_AT_LEAST = 2048
 
 #: constructor parameter -> environment variable
