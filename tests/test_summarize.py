@@ -16,6 +16,7 @@ from windowfit.summarize import (
     message_text,
     render_transcript,
 )
+from windowfit.summarize.salience import LABELS
 
 
 def _call(cid: str, name: str, **args: object) -> dict:
@@ -150,7 +151,7 @@ def test_extractive_keeps_goal_decisions_errors_and_identifiers(counter: wf.Coun
     assert "relation grades does not exist" in out  # the tool error is a finding
     assert "query_db" in out and "read_file" in out  # what was done
     assert "SYSTEM-SECRET-PROMPT" not in out  # system prompts are sent verbatim, never summarized
-    assert "## Decisions" in out
+    assert "We decided to use exports/grades_2024.csv instead" in out  # the decision
 
 
 def test_extractive_is_deterministic(counter: wf.Counter) -> None:
@@ -302,12 +303,7 @@ def test_prompt_structure_en_and_zh() -> None:
     for part in (
         "Previous summary",
         "old goal",
-        "**Goal**",
-        "**Key decisions**",
-        "**Done**",
-        "**To do**",
-        "**Findings**",
-        "**Key identifiers**",
+        *(f"## {label}" for label in LABELS["en"].values()),
         "about 300 tokens",
         "classId=C-4821",
     ):
@@ -319,11 +315,7 @@ def test_prompt_structure_en_and_zh() -> None:
     body = zh[1]["content"]
     for part in (
         "请将以下对话历史压缩为结构化摘要",
-        "**任务目标**",
-        "**关键决策**",
-        "**已完成工作**",
-        "**待处理事项**",
-        "**重要发现**",
+        *(f"## {label}" for label in LABELS["zh"].values()),
         "（无）",
         "请用简洁的中文输出",
     ):

@@ -10,8 +10,8 @@ An argument given to the constructor wins, then the environment variable, then t
 | `system_reserve` | `WINDOWFIT_SYSTEM_RESERVE` | none: the system messages are measured |
 | `history_ratio` | `WINDOWFIT_HISTORY_RATIO` | 1.0 |
 | `summary_ratio` | `WINDOWFIT_SUMMARY_RATIO` | 0.25 |
-| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.8 |
-| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.4 |
+| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.9 |
+| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.5 |
 | `summarizer` | `WINDOWFIT_SUMMARIZER` | `extractive` (or `llm`, `none`; or any callable) |
 | `tool_output_max_tokens` | `WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS` | auto: half the low-water mark; 0 disables |
 | `tool_output_direction` | `WINDOWFIT_TOOL_OUTPUT_DIRECTION` | `head_tail` (or `head`, `tail`) |
@@ -29,6 +29,8 @@ An argument given to the constructor wins, then the environment variable, then t
 | `max_turns` | `WINDOWFIT_MAX_TURNS` | none: user turns kept verbatim, pins included |
 | `min_recent_rounds` | `WINDOWFIT_MIN_RECENT_ROUNDS` | 0: the newest rounds kept verbatim when they fit |
 | `keep_recent_tool_outputs` | `WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS` | 0: the newest tool results never cut |
+| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 0: off (3 measured best on agent runs) |
+| `mask_clear_at_least` | `WINDOWFIT_MASK_CLEAR_AT_LEAST` | 2048 tokens freed per masking batch |
 | `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
 
 ``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
@@ -61,6 +63,11 @@ __all__ = ["ENV_VARS", "Settings"]
 
 logger = logging.getLogger(__name__)
 
+#: Observation masking defaults (chosen from ``make eval`` on the real agent runs; the water
+#: marks 0.9 / 0.5 likewise: see benches/RESULTS.md, "Budget use").
+DEFAULT_MASK_KEEP = 0
+DEFAULT_MASK_CLEAR_AT_LEAST = 2048
+
 #: constructor parameter -> environment variable
 ENV_VARS: dict[str, str] = {
     "model": "WINDOWFIT_MODEL",
@@ -80,6 +87,8 @@ ENV_VARS: dict[str, str] = {
     "summary_timeout": "WINDOWFIT_SUMMARY_TIMEOUT",
     "summary_length_ratio": "WINDOWFIT_SUMMARY_LENGTH_RATIO",
     "language": "WINDOWFIT_LANGUAGE",
+    "mask_keep": "WINDOWFIT_MASK_KEEP",
+    "mask_clear_at_least": "WINDOWFIT_MASK_CLEAR_AT_LEAST",
     "counter": "WINDOWFIT_ENCODING",
     "summary_max_tokens": "WINDOWFIT_SUMMARY_MAX_TOKENS",
     "min_messages_before_summary": "WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY",
@@ -173,6 +182,8 @@ class Settings:
         min_recent_rounds: int | None = None,
         keep_recent_tool_outputs: int | None = None,
         consumer: str | None = None,
+        mask_keep: int | None = None,
+        mask_clear_at_least: int | None = None,
     ) -> None:
         if consumer is not None and (not isinstance(consumer, str) or not consumer):
             raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
@@ -212,8 +223,8 @@ class Settings:
 
         self.history_ratio = float(_setting("history_ratio", history_ratio, 1.0, float))
         self.summary_ratio = float(_setting("summary_ratio", summary_ratio, 0.25, float))
-        self.trigger_ratio = float(_setting("trigger_ratio", trigger_ratio, 0.8, float))
-        self.target_ratio = float(_setting("target_ratio", target_ratio, 0.4, float))
+        self.trigger_ratio = float(_setting("trigger_ratio", trigger_ratio, 0.9, float))
+        self.target_ratio = float(_setting("target_ratio", target_ratio, 0.5, float))
         self.summary_length_ratio = float(
             _setting("summary_length_ratio", summary_length_ratio, 0.15, float)
         )
@@ -257,6 +268,7 @@ class Settings:
             keep_recent_tool_outputs,
         )
 
+        self._mask_settings(mask_keep, mask_clear_at_least)
         self.counter = self._make_counter(counter, info)
         self.summarizer = self._make_summarizer(summarizer)
         self._priming = int(getattr(self.counter, "reply_priming", 0))
@@ -338,6 +350,18 @@ class Settings:
                 f"summary_ratio + target_ratio ({self.summary_ratio} + {self.target_ratio}) must not "
                 f"exceed trigger_ratio ({self.trigger_ratio})"
             )
+
+    def _mask_settings(self, keep: int | None, clear_at_least: int | None) -> None:
+        """Observation masking: how many recent tool outputs stay verbatim (0: no masking) and
+        the fewest tokens one masking batch frees (so the cached prefix moves rarely)."""
+        self.mask_keep = int(_setting("mask_keep", keep, DEFAULT_MASK_KEEP, int))
+        if self.mask_keep < 0:
+            raise ValueError(f"mask_keep must be >= 0 (0 disables masking), got {self.mask_keep}")
+        self.mask_clear_at_least = int(
+            _setting("mask_clear_at_least", clear_at_least, DEFAULT_MASK_CLEAR_AT_LEAST, int)
+        )
+        if self.mask_clear_at_least < 1:
+            raise ValueError(f"mask_clear_at_least must be >= 1, got {self.mask_clear_at_least}")
 
     def _make_counter(self, counter: Any, info: Any) -> Any:
         if counter is not None:

@@ -144,12 +144,20 @@ class Planner(Windows):
         held = c.count_message(plan.msgs[user]) if user is not None else 0
         summary_tokens = sum(c.count_message(m) for m in self._summary_messages(st["summary"], st))
         recent = window_raw - window_system - saved + held
+        # over the mark: masking old tool outputs first may keep the cut (and the summary)
+        freed = self._advance_mask(plan) if summary_tokens + recent > b.high_water else 0
+        recent -= freed
         if summary_tokens + recent <= b.high_water:
+            masked_note = (
+                f"old tool outputs masked up to message {plan.state['mask_until']}; "
+                if freed
+                else ""
+            )
             plan.stats.update(
-                strategy="keep",
+                strategy="mask" if freed else "keep",
                 strategy_reason=(
-                    f"summary + recent = {summary_tokens + recent} tokens, under the high-water "
-                    f"mark ({b.high_water})"
+                    f"{masked_note}summary + recent = {summary_tokens + recent} tokens, under the "
+                    f"high-water mark ({b.high_water})"
                 ),
             )
             return

@@ -3,10 +3,15 @@
 ``tokens`` (sent, reply priming included), ``tokens_system`` / ``tokens_summary`` /
 ``tokens_recent`` (the layers), ``tokens_tools``, ``tokens_total`` (+ tool schemas),
 ``tokens_full`` (sending everything), ``tokens_saved``, ``usage_ratio`` (of window - reserve);
+``budget_use`` (sent + tool schemas over the prompt budget); ``left_out`` (why messages were not
+sent verbatim: ``summarized``, ``before_cut`` (evicted, not yet summarized), ``fit`` with
+``fit_reason``; empty when the whole history was sent);
 the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
 ``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
 verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
-``strategy`` (``keep``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
+``strategy`` (``keep``, ``mask``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
+``masked_until`` / ``masked_from`` (when old tool outputs were masked this call: the new
+boundary and the first message changed);
 ``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
 ``summary_target_tokens``, ``summary_dropped``, ``has_summary``, ``summary_deferred`` (a
 summary is being made off the request path, this call fitted plainly); ``compacted`` (the cut
@@ -64,6 +69,7 @@ class Stats(Windows):
             has_summary=bool(fitted.view.summary_idx),
         )
         stats.setdefault("summary_dropped", False)
+        self._fill_budget_use(plan, r)
         # Prefix shared with the previous call: the identical leading head messages, then (same
         # cut, same head) the window up to where the previous prompt ended. Only the few head
         # and new messages are counted here; the rest follows from the totals.
@@ -83,7 +89,7 @@ class Stats(Windows):
                 same += 1
             shared_msgs, shared_tokens = same, sum(head_tokens[:same])
             if same == len(head_fps) == len(prev_head) and prev.get("start") == start:
-                prev_end = int(prev.get("end", 0))
+                prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
                 window_tokens = tokens - self._priming - sum(head_tokens)
                 window_count = len(kept) - len(head_kept)
                 k = len(kept) - 1
@@ -93,6 +99,12 @@ class Stats(Windows):
                     k -= 1
                 shared_msgs += window_count
                 shared_tokens += window_tokens
+            elif same == len(head_fps) <= len(prev_head):
+                more_msgs, more_tokens = self._moved_overlap(
+                    plan, view, kept, len(head_kept), prev_head[same:], prev
+                )
+                shared_msgs += more_msgs
+                shared_tokens += more_tokens
         stats.update(
             prefix_tokens_shared=shared_tokens,
             prefix_messages_shared=shared_msgs,
@@ -100,6 +112,7 @@ class Stats(Windows):
         )
         st["prev"] = {"head": head_fps, "start": start, "end": end, "tools": plan.tools_fp}
         stats["elapsed_ms"] = round((time.perf_counter() - plan.started) * 1000, 3)
+        logger.debug("turn %d left out: %s", st["turn"], stats["left_out"])
         logger.debug(
             "prepared turn %d: %d messages, %d tokens (system %d, summary %d, recent %d), strategy %s",
             st["turn"],
@@ -110,3 +123,65 @@ class Stats(Windows):
             recent,
             stats.get("strategy"),
         )
+
+    def _fill_budget_use(self, plan: Plan, r: Any) -> None:
+        """``budget_use`` (sent / prompt budget, the cache-stable window's utilization) and
+        ``left_out``: why each message not sent verbatim was left out."""
+        stats = plan.stats
+        stats["budget_use"] = round(
+            (stats["tokens"] + stats["tokens_tools"]) / max(1, plan.budget.prompt_budget), 4
+        )
+        lead = 0  # the leading system block is always sent, never "before the cut"
+        while lead < len(plan.system_idx) and plan.system_idx[lead] == lead:
+            lead += 1
+        summarized = max(int(plan.state["summarized_until"]), lead)
+        pending = max(0, plan.cut - summarized)
+        folded = stats["messages_summarized"]
+        by_fit = max(0, stats["messages_dropped"] - folded - pending)
+        left_out: dict[str, Any] = {}
+        if folded:
+            left_out["summarized"] = folded
+        if pending:
+            left_out["before_cut"] = pending
+        if by_fit:
+            left_out["fit"] = by_fit
+            left_out["fit_reason"] = r.stats["stop_reason"]
+        stats["left_out"] = left_out
+
+    def _moved_overlap(
+        self,
+        plan: Plan,
+        view: Any,
+        kept: list[int],
+        first: int,
+        rest: list[str],
+        prev: Mapping[str, Any],
+    ) -> tuple[int, int]:
+        """Messages and tokens shared although the window moved: the previous prompt's extra
+        head messages (a held user message) now open this window, or the new window opens
+        with messages equal to the previous window's (a repeated question). Compared message
+        by message from the previous window's start; usually the first comparison fails."""
+        c, msgs, n = self.counter, 0, 0
+        j = first
+        for fp in rest:
+            if j >= len(kept) or fingerprint(view.messages[kept[j]]) != fp:
+                return msgs, n
+            n += c.count_message(view.messages[kept[j]])
+            msgs, j = msgs + 1, j + 1
+        src = int(prev.get("start", -1))
+        prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
+        while 0 <= src < prev_end and j < len(kept):
+            m = view.messages[kept[j]]
+            sent_before = plan.trunc.get(src, (plan.msgs[src], 0))[0]
+            if m is not sent_before and fingerprint(m) != fingerprint(sent_before):
+                break
+            n += c.count_message(m)
+            msgs, j, src = msgs + 1, j + 1, src + 1
+        return msgs, n
+
+    @staticmethod
+    def _unchanged_end(plan: Plan, prev_end: int) -> int:
+        """Where the previous prompt's window stops being repeated verbatim: its end, or the
+        first message masked in this call."""
+        masked_from = plan.stats.get("masked_from")
+        return min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end

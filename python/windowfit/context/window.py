@@ -13,6 +13,7 @@ from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
 from windowfit.context.budget import Budget
+from windowfit.context.masking import advance_mask, maskable, masked
 from windowfit.context.plan import Fitted, Plan, View
 from windowfit.context.state import StateKeeper
 from windowfit.fitting import fit
@@ -144,12 +145,15 @@ class Windows(StateKeeper):
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
             whole = self._recent_tool_outputs(msgs)
-            for i in range(lo, hi):
+            mask_until = self._mask_until(plan)
+            for i in range(max(lo, mask_until), hi):
                 m = msgs[i]
                 if m.get("role") == "tool" and i not in whole:
                     cut = self._truncated(m, cap)
                     if cut is not None:
                         plan.trunc[i] = cut
+            if lo < mask_until:
+                self._mask_rows(plan, lo, min(hi, mask_until), cap)
             plan.trunc_from = lo
         window = msgs[lo:]
         count = saved = 0
@@ -159,6 +163,87 @@ class Windows(StateKeeper):
                 count += 1
                 saved += tokens
         return window, count, saved
+
+    # -- observation masking (context editing) --------------------------------------------------
+
+    def _mask_until(self, plan: Plan) -> int:
+        """Messages before this index have old tool output / reasoning masked (0: none)."""
+        if self.mask_keep <= 0:
+            return 0
+        value = plan.state.get("mask_until")
+        return min(value, len(plan.msgs)) if isinstance(value, int) and value > 0 else 0
+
+    def _mask_rows(self, plan: Plan, lo: int, hi: int, cap: int) -> None:
+        """Put the masked (or, for provider items, truncated) messages of ``msgs[lo:hi]``, all
+        before the mask boundary, into ``plan.trunc``.
+
+        The same old messages stay masked in every later prompt, so the edited copies and
+        their savings are kept per boundary and reused while each source message is the same
+        object: a turn then costs one identity check per masked message, not a recount.
+        """
+        msgs = plan.msgs
+        lang = plan.state.get("language") or self.language
+        key = (self._mask_until(plan), lang, cap)
+        rows: list[tuple[int, Any, dict[str, Any], int]] = self.__dict__.get("_mask_cache_rows", [])
+        if self.__dict__.get("_mask_cache_key") != key or any(
+            i < len(msgs) and msgs[i] is not m for i, m, _, _ in rows[:1]
+        ):
+            rows = []
+            self.__dict__["_mask_cache_key"] = key
+        done = {i for i, _, _, _ in rows} if rows else set()
+        start = rows[0][0] if rows else hi
+        if lo < start or not rows:
+            # rows cover [first scanned, boundary); extend them downwards once
+            new = []
+            for i in range(lo, min(hi, start) if rows else hi):
+                m = msgs[i]
+                if i in done:
+                    continue
+                saved = 0
+                if maskable(m):
+                    edited = masked(msgs, i, lang)
+                    saved = self.counter.count_message(m) - self.counter.count_message(edited)
+                if saved > 0:  # a short output stays: its placeholder would be longer
+                    new.append((i, m, edited, saved))
+                elif m.get("role") == "tool":
+                    cut = self._truncated(m, cap)  # a provider item is truncated, not masked
+                    if cut is not None:
+                        new.append((i, m, cut[0], cut[1]))
+            rows = new + rows
+            self.__dict__["_mask_cache_rows"] = rows
+        for i, m, edited, saved in rows:
+            if lo <= i < hi:
+                if msgs[i] is not m:  # another history under the same boundary: recompute
+                    self.__dict__["_mask_cache_key"] = None
+                    self._mask_rows(plan, lo, hi, cap)
+                    return
+                plan.trunc[i] = (edited, saved)
+
+    def _advance_mask(self, plan: Plan) -> int:
+        """Move the mask boundary if that frees ``mask_clear_at_least`` tokens; the tokens freed
+        (0: it stays, and the prompt prefix with it)."""
+        if self.mask_keep <= 0:
+            return 0
+        old = self._mask_until(plan)
+        new, freed = advance_mask(
+            plan.msgs,
+            max(old, plan.cut),
+            keep=self.mask_keep,
+            clear_at_least=self.mask_clear_at_least,
+            count=self.counter.count_message,
+        )
+        if new <= old or not freed:
+            return 0
+        plan.state["mask_until"] = new
+        start = max(old, plan.cut)
+        plan.stats["masked_from"] = next(
+            (i for i in range(start, new) if maskable(plan.msgs[i])), new
+        )
+        # the truncation cache was built with the old boundary
+        plan.trunc.clear()
+        plan.trunc_from = -1
+        plan.stats["masked_until"] = new
+        return freed
 
     def _head_user(self, plan: Plan, cut: int) -> int | None:
         """The user message pinned right after the summary, if the window starts after it.
@@ -211,7 +296,7 @@ class Windows(StateKeeper):
     def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
         try:
             max_messages, max_turns = self._caps(view)
-            return fit(
+            r = fit(
                 view.messages,
                 budget,
                 counter=self.counter,
@@ -223,6 +308,28 @@ class Windows(StateKeeper):
             if raise_errors or not view.pinned:
                 raise
             return None
+        return self._whole_if_fits(view, budget, r)
+
+    def _whole_if_fits(self, view: View, budget: int, r: Any) -> Any:
+        """The whole view when only the start-on-user rule left something out.
+
+        Starting on a user message keeps a cut window well formed, but when nothing had to be
+        cut (an assistant greeting before the first user message, say) dropping it loses
+        context that fits. Refit by units and take that result if it sends everything.
+        """
+        if r.stats["stop_reason"] != "start_on_user":
+            return r
+        max_messages, max_turns = self._caps(view)
+        whole = fit(
+            view.messages,
+            budget,
+            counter=self.counter,
+            pinned=view.pinned,
+            start_on=None,
+            max_messages=max_messages,
+            max_turns=max_turns,
+        )
+        return whole if whole.stats["stop_reason"] == "all_fit" else r
 
     def _caps(self, view: View) -> tuple[int | None, int | None]:
         """The message and turn caps for fitting ``view``: they count the conversation, so the

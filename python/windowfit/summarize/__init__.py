@@ -11,29 +11,39 @@ replaces the previous summary, so it must carry forward whatever of it is still 
 
 Two are built in:
 
-- :class:`ExtractiveSummarizer` — offline, deterministic, no LLM. It selects and condenses
-  the user's goal and requests, decisions, actions, errors, and every identifier it can see
-  (``classId=C-4821``, file names, URLs, numbers, dates...) under a token target.
+- :class:`ExtractiveSummarizer` (also :class:`SalienceSummarizer`) — offline, deterministic,
+  no LLM. It selects sentences by salience measured on the conversation itself (rare terms,
+  names, numbers, dates, identifiers, paths, decisions, requests), drops filler, merges
+  near-duplicates, files them under their session date with who said them, and merges the
+  previous summary, under a token target.
 - :class:`LLMSummarizer` — any OpenAI-compatible chat endpoint through the official ``openai``
   SDK, with a structured prompt (goal, decisions, done, to do, findings, key identifiers) in
   the conversation's language.
 
 The package follows the two built-ins: ``base`` (the protocol, the error, language detection),
-``patterns`` and ``extractive`` (the offline summarizer), ``prompts`` and ``llm`` (the LLM one).
+``patterns`` and ``salience`` (the offline summarizer), ``prompts`` and ``llm`` (the LLM one).
 """
 
 from __future__ import annotations
 
 from windowfit.messages import message_text
 from windowfit.summarize.base import Summarizer, SummaryError, detect_language
-from windowfit.summarize.extractive import ExtractiveSummarizer
 from windowfit.summarize.llm import LLMSummarizer
 from windowfit.summarize.patterns import _identifiers
 from windowfit.summarize.prompts import build_summary_prompt, render_transcript
+from windowfit.summarize.salience import (
+    LLM_SUMMARY_SECTIONS,
+    ExtractiveSummarizer,
+    SalienceSettingError,
+    SalienceSummarizer,
+)
 
 __all__ = [
+    "LLM_SUMMARY_SECTIONS",
     "ExtractiveSummarizer",
     "LLMSummarizer",
+    "SalienceSettingError",
+    "SalienceSummarizer",
     "Summarizer",
     "SummaryError",
     "_identifiers",

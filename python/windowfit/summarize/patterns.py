@@ -56,20 +56,6 @@ _ID_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("quote", r"[“「『]([^”」』\n]{2,40})[”」』]"),  # quoted names
     )
 )
-# How much each kind is worth beyond where it was said: explicit facts first.
-_KIND_BONUS = {
-    "keyval": 1.5,
-    "code": 1.0,
-    "url": 1.0,
-    "email": 1.0,
-    "money": 1.0,
-    "date": 0.8,
-    "quote": 0.8,
-    "number": 0.6,
-    "version": 0.5,
-    "measure": 0.3,
-    "path": 0.3,
-}
 # A path match must really look like one (a letter somewhere), not a fraction like 1/2.
 _PATHISH = re.compile(r"[A-Za-z]")
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*[:：]?")
@@ -173,20 +159,7 @@ _GOAL_RE = re.compile(
     r"(?i)\b(?:i want|i need|i'd like|help me|please|goal|task|objective|we need to|can you|"
     r"could you|let's)\b|我想|我要|帮我|请|需要|目标|任务|希望"
 )
-# Sentence ends: CJK stops anywhere; Latin stops only before whitespace, so file names
-# (grades_2024.csv), versions and URLs are never split.
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[。！？；])|(?<=[.!?;])\s+|\n+")
 _CODE_BLOCK_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-
-
-def _sentences(text: str) -> list[str]:
-    out = []
-    for piece in _SENTENCE_SPLIT_RE.split(text):
-        s = piece.strip() if piece else ""
-        # A "sentence" of only punctuation or a tiny fragment carries nothing
-        if len(s) >= 4 or _CJK_RE.search(s):
-            out.append(s)
-    return out
 
 
 _DIGIT_RE = re.compile(r"\d")
@@ -260,36 +233,3 @@ def _identifier_spans(
 def _identifiers(text: str, limit: int | None = None) -> list[str]:
     """Identifier-like spans of ``text`` (``classId=C-4821``, paths, URLs, IDs, amounts...)."""
     return [value for value, _ in _identifier_spans(text, limit)]
-
-
-# ---------------------------------------------------------------------------------------------
-# The extractive summarizer
-# ---------------------------------------------------------------------------------------------
-
-_SECTIONS = ("goal", "requests", "decisions", "done", "findings", "identifiers")
-_LABELS = {
-    "en": {
-        "goal": "Goal",
-        "requests": "User requests",
-        "decisions": "Decisions and instructions",
-        "done": "Done",
-        "findings": "Findings and errors",
-        "identifiers": "Key facts and identifiers",
-        "earlier": "Earlier",
-    },
-    "zh": {
-        "goal": "任务目标",
-        "requests": "用户请求",
-        "decisions": "关键决策与要求",
-        "done": "已完成工作",
-        "findings": "重要发现与错误",
-        "identifiers": "关键标识与数据",
-        "earlier": "更早的内容",
-    },
-}
-_LABEL_TO_SECTION = {
-    label.lower(): section for labels in _LABELS.values() for section, label in labels.items()
-}
-_ID_SEP = "; "
-# Identifier sources: what the user said matters most, what a tool printed least.
-_SOURCE_SCORE = {"user": 6.5, "assistant": 5.5, "tool_args": 4.5, "tool": 2.5}

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from windowfit.messages import message_text
 from windowfit.summarize.base import Message, estimator
+from windowfit.summarize.salience import LLM_SUMMARY_SECTIONS
 
 _SYSTEM_PROMPT = {
     "en": (
@@ -32,13 +33,7 @@ _USER_PROMPT = {
 {transcript}
 
 ## Summary requirements
-1. **Goal**: what is the user trying to accomplish?
-2. **Key decisions**: which important decisions were made?
-3. **Done**: which tasks are complete? (as a list)
-4. **To do**: what is still open?
-5. **Findings**: key information, results and problems (including errors).
-6. **Key identifiers**: copy verbatim every ID, name, file path, URL, number, date and amount
-   that may matter later (for example `classId=C-4821`).
+{sections}
 
 Carry over everything from the previous summary that is still relevant, and never drop an
 identifier. {length_rule} Write in English.""",
@@ -51,12 +46,7 @@ identifier. {length_rule} Write in English.""",
 {transcript}
 
 ## 摘要要求
-1. **任务目标**：用户想要完成什么？
-2. **关键决策**：做了哪些重要决定？
-3. **已完成工作**：完成了哪些任务？（列表形式）
-4. **待处理事项**：还有什么未完成？
-5. **重要发现**：有哪些关键信息、结果或问题（包括错误）？
-6. **关键标识**：原样保留后续可能用到的所有 ID、名称、文件路径、URL、数字、日期和金额（例如 `classId=C-4821`）。
+{sections}
 
 保留已有摘要中仍然相关的全部内容，不要丢弃任何标识。{length_rule}请用简洁的中文输出。""",
 }
@@ -133,5 +123,7 @@ def build_summary_prompt(
         source_tokens=source_tokens,
         transcript=transcript or none,
         length_rule=_length_rule(target_tokens, source_tokens, lang),
+        # the offline summary's sections, so either summary merges the other's
+        sections=LLM_SUMMARY_SECTIONS[lang],
     )
     return [{"role": "system", "content": _SYSTEM_PROMPT[lang]}, {"role": "user", "content": user}]

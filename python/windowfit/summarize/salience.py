@@ -1,9 +1,9 @@
-"""An offline summarizer that keeps what a later question is likely to ask about.
+"""The offline summarizer: keeps what a later question is likely to ask about.
 
-:class:`SalienceSummarizer` has the interface of :class:`windowfit.ExtractiveSummarizer`
-(``summarizer(messages, previous_summary=..., target_tokens=..., language=...)`` and the
-``asummarize`` twin), so a ``ContextManager`` takes it as ``summarizer=``. It never writes
-a word that is not in the conversation: it *selects* sentences, verbatim, and arranges them.
+:class:`SalienceSummarizer` (public name :class:`windowfit.ExtractiveSummarizer`, the
+``ContextManager``'s default) is called as ``summarizer(messages, previous_summary=...,
+target_tokens=..., language=...)``, with an ``asummarize`` twin. It never writes a word that
+is not in the conversation: it *selects* sentences, verbatim, and arranges them.
 
 How a sentence earns its place, measured on the conversation itself rather than on a word
 list:
@@ -43,8 +43,7 @@ from typing import Any
 
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
-from windowfit.summarize.base import _clip
-from windowfit.summarize.extractive import ExtractiveSummarizer
+from windowfit.summarize.base import _clip, _conversation_language, estimator
 from windowfit.summarize.patterns import (
     _CODE_BLOCK_RE,
     _CUE_RE,
@@ -54,7 +53,12 @@ from windowfit.summarize.patterns import (
     _identifier_spans,
 )
 
-__all__ = ["LLM_SUMMARY_SECTIONS", "SalienceSettingError", "SalienceSummarizer"]
+__all__ = [
+    "LLM_SUMMARY_SECTIONS",
+    "ExtractiveSummarizer",
+    "SalienceSettingError",
+    "SalienceSummarizer",
+]
 
 Message = Mapping[str, Any]
 
@@ -262,7 +266,7 @@ _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.45}
 _ID_SEP = "; "
 
 
-class SalienceSummarizer(ExtractiveSummarizer):
+class SalienceSummarizer:
     """Offline, deterministic, incremental summarizer ranking sentences by salience.
 
     ``counter`` (a ``windowfit.Counter``) measures the target exactly; without one a slightly
@@ -272,9 +276,10 @@ class SalienceSummarizer(ExtractiveSummarizer):
     ``tool_scan_chars`` bounds how much of one tool output is read (its head and tail, where
     results and errors are).
 
-    It shares :class:`~windowfit.ExtractiveSummarizer`'s protocol (the call, its async twin,
-    token measuring); what it reads, how it ranks and how it writes are its own.
     """
+
+    # Called inline by the manager: it is fast and cannot hang, so no timeout thread needed.
+    inline = True
 
     def __init__(
         self,
@@ -292,12 +297,10 @@ class SalienceSummarizer(ExtractiveSummarizer):
             )
         if tool_scan_chars < 0:
             raise SalienceSettingError(f"tool_scan_chars must be >= 0, got {tool_scan_chars}")
-        super().__init__(
-            counter=counter,
-            language=language,
-            max_item_chars=max_sentence_chars,
-            tool_scan_chars=tool_scan_chars,
-        )
+        self.counter = counter
+        self.language = None if language == "auto" else language
+        self.max_item_chars = max_sentence_chars
+        self.tool_scan_chars = tool_scan_chars
 
     def with_counter(self, counter: Any) -> SalienceSummarizer:
         """A copy that measures with ``counter``."""
@@ -311,12 +314,61 @@ class SalienceSummarizer(ExtractiveSummarizer):
     def __repr__(self) -> str:
         return f"SalienceSummarizer(language={self.language!r})"
 
+    # -- protocol -------------------------------------------------------------------------------
+
+    def __call__(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str = "",
+        target_tokens: int = 400,
+        language: str | None = None,
+    ) -> str:
+        lang = self.language or (language if language in ("zh", "en") else None)
+        lang = lang or _conversation_language(messages, previous_summary)
+        lines = self._parse_previous(previous_summary or "")
+        lines.extend(self._extract(messages, has_goal=any(x.section == "goal" for x in lines)))
+        return self._compose(lines, max(16, int(target_tokens)), lang)
+
+    async def asummarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str = "",
+        target_tokens: int = 400,
+        language: str | None = None,
+    ) -> str:
+        return self(
+            messages,
+            previous_summary=previous_summary,
+            target_tokens=target_tokens,
+            language=language,
+        )
+
+    def _tokens(self, text: str) -> int:
+        if self.counter is not None:
+            return int(self.counter.count(text))
+        return estimator().count(text)
+
+    def _fit_text(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` (marked "…") within ``max_tokens``."""
+        if self._tokens(text) <= max_tokens:
+            return text
+        lo, hi = 1, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._tokens(text[:mid] + "…") <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        return text[:lo].rstrip() + "…"
+
     # -- reading --------------------------------------------------------------------------------
 
     def _clip(self, text: str) -> str:
         return _clip(text, self.max_item_chars)
 
-    def _parse_previous(self, summary: str) -> list[_Line]:  # type: ignore[override]
+    def _parse_previous(self, summary: str) -> list[_Line]:
         """The lines of a previous summary, back in their sections with date and speaker.
 
         Text in any other format (another summarizer's) becomes undated timeline lines."""
@@ -349,12 +401,12 @@ class SalienceSummarizer(ExtractiveSummarizer):
             inline = section in ("done", "errors") or (section == "timeline" and not current)
             if sep and inline and 0 < len(head) <= 24 and " " not in head.strip():
                 speaker, body = head.strip(), rest
-            lines.append(_Line(section, body, speaker, date, seq))
+            # a long row is prose from another summarizer: its sentences compete one by one
+            pieces = _sentences(body) if len(body) > self.max_item_chars else [body]
+            lines.extend(_Line(section, p, speaker, date, seq) for p in pieces if p)
         return lines
 
-    def _extract(  # type: ignore[override]
-        self, messages: Sequence[Message], *, has_goal: bool
-    ) -> list[_Line]:
+    def _extract(self, messages: Sequence[Message], *, has_goal: bool) -> list[_Line]:
         lines: list[_Line] = []
         date = ""
         opening = not has_goal  # only the conversation's opening request can be its goal
@@ -507,7 +559,7 @@ class SalienceSummarizer(ExtractiveSummarizer):
 
     # -- composition ----------------------------------------------------------------------------
 
-    def _compose(self, lines: list[_Line], target: int, lang: str) -> str:  # type: ignore[override]
+    def _compose(self, lines: list[_Line], target: int, lang: str) -> str:
         previous = [x for x in lines if x.seq < 0]
         if previous:
             # New lines said before the batch's first stamp belong to the session the
@@ -577,7 +629,7 @@ class SalienceSummarizer(ExtractiveSummarizer):
         return text
 
     @staticmethod
-    def _render(chosen: list[_Line], labels: Mapping[str, str]) -> str:  # type: ignore[override]
+    def _render(chosen: list[_Line], labels: Mapping[str, str]) -> str:
         blocks: list[str] = []
         for section in _SECTIONS:
             members = sorted((x for x in chosen if x.section == section), key=lambda x: x.seq)
@@ -609,3 +661,7 @@ class SalienceSummarizer(ExtractiveSummarizer):
                 rows.extend(x.render() for x in members)
             blocks.append("\n".join(rows))
         return "\n".join(blocks)
+
+
+#: The public name of the offline summarizer (the one ``ContextManager`` uses by default).
+ExtractiveSummarizer = SalienceSummarizer
