@@ -135,7 +135,8 @@ def _call_and_resolve(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return value
 
 
-def _run_awaitable(value: Any, timeout: float) -> Any:
+def _run_awaitable(value: Any, timeout: float | None) -> Any:
+    # timeout None: no limit (asyncio.wait_for takes None so)
     async def bounded() -> Any:
         return await asyncio.wait_for(_as_coroutine(value), timeout)
 

@@ -34,7 +34,7 @@ def run_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
         while True:
             step = op.send(execute(step))
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]) -> T:
@@ -44,7 +44,7 @@ async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]
         while True:
             step = op.send(await execute(step))
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
 
 
 def new_op_id() -> str:
@@ -60,7 +60,7 @@ def _subject(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | 
     if name == "create_child":
         return str(args[1])
     if name == "record_usage":
-        return args[0].session_id  # type: ignore[no-any-return]
+        return args[0].session_id
     if name == "usage_rows":
         return kwargs.get("session_id")
     return str(args[0])
@@ -101,13 +101,13 @@ class StepStore(BaseStore):
         return int(self._call_sync("append", session_id, messages))
 
     def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
-        return self._call_sync("read", session_id, start)  # type: ignore[no-any-return]
+        return self._call_sync("read", session_id, start)
 
     def info(self, session_id: str) -> SessionInfo | None:
-        return self._call_sync("info", session_id)  # type: ignore[no-any-return]
+        return self._call_sync("info", session_id)
 
     def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return self._call_sync("load_state", session_id)  # type: ignore[no-any-return]
+        return self._call_sync("load_state", session_id)
 
     def save_state(
         self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
@@ -131,10 +131,10 @@ class StepStore(BaseStore):
         return int(self._call_sync("finish_child", child_id, result, message))
 
     def children(self, session_id: str) -> list[SessionInfo]:
-        return self._call_sync("children", session_id)  # type: ignore[no-any-return]
+        return self._call_sync("children", session_id)
 
     def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return self._call_sync("list_sessions", limit)  # type: ignore[no-any-return]
+        return self._call_sync("list_sessions", limit)
 
     def delete(self, session_id: str) -> bool:
         return bool(self._call_sync("delete", session_id))
@@ -148,7 +148,7 @@ class StepStore(BaseStore):
     def usage_rows(
         self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
     ) -> list[UsageRow]:
-        return self._call_sync("usage_rows", model=model, day=day, session_id=session_id)  # type: ignore[no-any-return]
+        return self._call_sync("usage_rows", model=model, day=day, session_id=session_id)
 
     # ------------------------------------------------------------------ protocol (async)
 
@@ -158,13 +158,13 @@ class StepStore(BaseStore):
     async def aread(
         self, session_id: str, start: int = 0
     ) -> tuple[str | None, list[dict[str, Any]]]:
-        return await self._call_async("read", session_id, start)  # type: ignore[no-any-return]
+        return await self._call_async("read", session_id, start)
 
     async def ainfo(self, session_id: str) -> SessionInfo | None:
-        return await self._call_async("info", session_id)  # type: ignore[no-any-return]
+        return await self._call_async("info", session_id)
 
     async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return await self._call_async("load_state", session_id)  # type: ignore[no-any-return]
+        return await self._call_async("load_state", session_id)
 
     async def asave_state(
         self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
@@ -188,10 +188,10 @@ class StepStore(BaseStore):
         return int(await self._call_async("finish_child", child_id, result, message))
 
     async def achildren(self, session_id: str) -> list[SessionInfo]:
-        return await self._call_async("children", session_id)  # type: ignore[no-any-return]
+        return await self._call_async("children", session_id)
 
     async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return await self._call_async("list_sessions", limit)  # type: ignore[no-any-return]
+        return await self._call_async("list_sessions", limit)
 
     async def adelete(self, session_id: str) -> bool:
         return bool(await self._call_async("delete", session_id))
@@ -205,4 +205,4 @@ class StepStore(BaseStore):
     async def ausage_rows(
         self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
     ) -> list[UsageRow]:
-        return await self._call_async("usage_rows", model=model, day=day, session_id=session_id)  # type: ignore[no-any-return]
+        return await self._call_async("usage_rows", model=model, day=day, session_id=session_id)
