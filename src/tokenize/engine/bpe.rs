@@ -8,8 +8,9 @@
 pub const LONG_PIECE: usize = 128;
 
 /// Pieces at least this long are counted and encoded by the vocabulary's backtracking
-/// encoder ([`super::Vocab::giant`]): the heap merge needs ~21 bytes per input byte.
-pub const GIANT_PIECE: usize = 1 << 16;
+/// encoder ([`super::Vocab::giant`]): the heap merge needs ~21 bytes per input byte. Above
+/// 100 KB so common long pieces never pay the encoder's construction (seconds for o200k).
+pub const GIANT_PIECE: usize = 1 << 20;
 
 const NONE: u32 = u32::MAX;
 
