@@ -7,6 +7,11 @@
 /// Pieces at least this long are merged with the heap.
 pub const LONG_PIECE: usize = 128;
 
+/// Pieces at least this long are counted and encoded by the vocabulary's backtracking
+/// encoder ([`super::Vocab::giant`]): the heap merge needs ~21 bytes per input byte. Above
+/// 100 KB so common long pieces never pay the encoder's construction (seconds for o200k).
+pub const GIANT_PIECE: usize = 1 << 20;
+
 const NONE: u32 = u32::MAX;
 
 /// The BPE parts of `piece` (2+ bytes), every part a token: `rank` must know every single
@@ -56,7 +61,7 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
-fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 

@@ -98,6 +98,9 @@ impl Engine {
         if self.rank(piece).is_some() {
             return 1;
         }
+        if piece.len() >= bpe::GIANT_PIECE {
+            return self.vocab.giant().count(piece);
+        }
         if piece.len() > LONG_CACHED {
             return bpe::split(piece, |b| self.rank(b)).len();
         }
@@ -173,6 +176,7 @@ impl Engine {
             let b = piece.as_bytes();
             match self.rank(b) {
                 Some(r) => out.push(r),
+                None if b.len() >= bpe::GIANT_PIECE => out.extend(self.vocab.giant().encode_via_backtracking(b)),
                 None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
             }
         }
@@ -201,5 +205,44 @@ mod tests {
         }
         // No cut point: one chunk.
         assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
+    }
+
+    #[test]
+    fn giant_piece_encoder_equals_heap_merge() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let len = bpe::GIANT_PIECE + 1234;
+        let fill = |unit: &str| unit.repeat(len / unit.len() + 1);
+        let mut pieces: Vec<Vec<u8>> =
+            ["a", " ", "中", "😀", "ab", "xyz "].iter().map(|u| fill(u).into_bytes()).collect();
+        // Random runs of one class: letters, Han, spaces mixed with tabs, arbitrary bytes.
+        let letters: Vec<char> = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZéàü".chars().collect();
+        let han: Vec<char> = "中文字的一是不了人我在有他这为之大来以个".chars().collect();
+        for alphabet in [&letters[..], &han[..], &[' ', '\t'][..], &['a', 'b'][..]] {
+            let s: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+            pieces.push(s.into_bytes());
+        }
+        pieces.push((0..len).map(|_| next() as u8).collect());
+        for (name, packed) in [
+            ("cl100k_base", &include_bytes!("../data/cl100k_base.bin.z")[..]),
+            ("o200k_base", &include_bytes!("../data/o200k_base.bin.z")[..]),
+        ] {
+            let vocab = Vocab::unpack(packed);
+            let started = std::time::Instant::now();
+            vocab.giant();
+            eprintln!("{name}: giant encoder built in {:?}", started.elapsed());
+            for piece in &pieces {
+                assert!(piece.len() >= bpe::GIANT_PIECE);
+                let heap: Vec<u32> =
+                    bpe::merge_long(piece, &|b| vocab.rank(b)).into_iter().map(|p| vocab.rank(p).unwrap()).collect();
+                assert_eq!(vocab.giant().encode_via_backtracking(piece), heap, "{name}");
+                assert_eq!(vocab.giant().count(piece), heap.len(), "{name}");
+            }
+        }
     }
 }

@@ -5,6 +5,9 @@
 //! are looked up by their bytes packed into one `u128` with the length, so a lookup is one
 //! integer hash and compare, no pointer chase.
 
+use std::sync::OnceLock;
+
+use bpe::byte_pair_encoding::BytePairEncoding;
 use rustc_hash::FxHashMap;
 
 /// Bytes a packed key holds.
@@ -26,7 +29,13 @@ pub struct Vocab {
     tokens: Vec<&'static [u8]>,
     short: FxHashMap<u128, u32>,
     long: FxHashMap<&'static [u8], u32>,
+    /// Backtracking encoder for giant pieces (see [`super::bpe::GIANT_PIECE`]), built on the
+    /// first one.
+    giant: OnceLock<BytePairEncoding>,
 }
+
+/// The hash factor `bpe-openai` uses for these vocabularies: no collisions among their tokens.
+const HASH_FACTOR: u64 = 17846336922010275747;
 
 impl Vocab {
     /// Expand `packed` (deflated, see the module doc). Panics on corrupt data: it is
@@ -50,7 +59,7 @@ impl Vocab {
                 long.insert(t, rank as u32);
             }
         }
-        Self { tokens, short, long }
+        Self { tokens, short, long, giant: OnceLock::new() }
     }
 
     /// The bytes of token `rank`, if it exists.
@@ -73,5 +82,13 @@ impl Vocab {
     #[inline(always)]
     pub fn rank_packed(&self, key: u128) -> Option<u32> {
         self.short.get(&key).copied()
+    }
+
+    /// The backtracking encoder over the same tokens, built once on first use. For these
+    /// vocabularies it yields tiktoken's tokens with memory of a few bits per input byte.
+    pub fn giant(&self) -> &BytePairEncoding {
+        self.giant.get_or_init(|| {
+            BytePairEncoding::from_dictionary(self.tokens.iter().map(|t| t.to_vec()), Some(HASH_FACTOR))
+        })
     }
 }
