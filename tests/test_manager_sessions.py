@@ -137,8 +137,10 @@ def test_summaries_are_incremental(session) -> None:
     assert final_state["evicted_tokens"] == evicted
     # each call's target: 15% of everything evicted so far (at least 48 tokens), capped at 80%
     # of the summary budget less the summary message's own wrapper (a few dozen tokens)
-    cap_hi = int(0.8 * cm.budget(history).summary_budget)
-    cap_lo = int(0.8 * (cm.budget(history).summary_budget - 64))
+    # (the summary budget, or the absolute summary_max_tokens cap when that is smaller)
+    room = min(cm.budget(history).summary_budget, cm.summary_max_tokens)
+    cap_hi = int(0.8 * room)
+    cap_lo = int(0.8 * (room - 64))
     triggered = [p for p in prepared if p.stats["summary_triggered"]]
     assert len(triggered) == len(rec.calls)
     ratio_rule = capped = 0
