@@ -284,6 +284,18 @@ def pins_tokens(
 # ----------------------------------------------------------------------------- check_window
 
 
+def _cut_result_of(window_msg: Any, original: Any) -> bool:
+    """``window_msg`` is ``original`` (a tool result) with only its text content cut."""
+    if not (isinstance(window_msg, Mapping) and isinstance(original, Mapping)):
+        return False
+    if original.get("role") != "tool" or window_msg.keys() != original.keys():
+        return False
+    cut, whole = window_msg.get("content"), original.get("content")
+    if not (isinstance(cut, str) and isinstance(whole, str)) or cut == whole:
+        return False
+    return all(window_msg[k] == original[k] for k in original if k != "content")
+
+
 def _kept_indices(msgs: Sequence[Msg], a: Analysis, window: Sequence[Any]) -> list[int]:
     """Map the window's messages back to input indices: by identity, else by equality (a
     stripped message equals the stripped original), always moving forward."""
@@ -296,6 +308,8 @@ def _kept_indices(msgs: Sequence[Msg], a: Analysis, window: Sequence[Any]) -> li
                 (i for i in range(start, len(msgs)) if w == msgs[i] or w == _sent(msgs, a, i)),
                 None,
             )
+        if found is None:  # a tool result that fit(oversize="truncate") cut to fit
+            found = next((i for i in range(start, len(msgs)) if _cut_result_of(w, msgs[i])), None)
         if found is None:
             raise WindowInvariantError(
                 "order",
