@@ -2,36 +2,8 @@
 
 An argument given to the constructor wins, then the environment variable, then the default.
 
-| Parameter | Environment variable | Default |
-|---|---|---|
-| `model` | `WINDOWFIT_MODEL` | none: give `model` or `context_window` |
-| `context_window` | `WINDOWFIT_CONTEXT_WINDOW` | the model's, from the registry |
-| `output_reserve` | `WINDOWFIT_OUTPUT_RESERVE` | 4096, at most the model's output limit and 1/4 of the window |
-| `system_reserve` | `WINDOWFIT_SYSTEM_RESERVE` | none: the system messages are measured |
-| `history_ratio` | `WINDOWFIT_HISTORY_RATIO` | 1.0 |
-| `summary_ratio` | `WINDOWFIT_SUMMARY_RATIO` | 0.25 |
-| `trigger_ratio` | `WINDOWFIT_TRIGGER_RATIO` | 0.9 |
-| `target_ratio` | `WINDOWFIT_TARGET_RATIO` | 0.5 |
-| `summarizer` | `WINDOWFIT_SUMMARIZER` | `extractive` (or `llm`, `none`; or any callable) |
-| `tool_output_max_tokens` | `WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS` | auto: half the low-water mark; 0 disables |
-| `tool_output_direction` | `WINDOWFIT_TOOL_OUTPUT_DIRECTION` | `head_tail` (or `head`, `tail`) |
-| `preference` | `WINDOWFIT_PREFERENCE` | `balanced` (or `fast`, `quality`) |
-| `stable_prefix` | `WINDOWFIT_STABLE_PREFIX` | true |
-| `summary_role` | `WINDOWFIT_SUMMARY_ROLE` | `system` (or `pair`: a user/assistant pair) |
-| `summary_timeout` | `WINDOWFIT_SUMMARY_TIMEOUT` | 120 seconds for one summarization (`inf`: none) |
-| `summary_length_ratio` | `WINDOWFIT_SUMMARY_LENGTH_RATIO` | 0.15 of the evicted tokens |
-| `language` | `WINDOWFIT_LANGUAGE` | `auto` (or `zh`, `en`) |
-| `summary_max_tokens` | `WINDOWFIT_SUMMARY_MAX_TOKENS` | 1024: the absolute cap of one summary |
-| `min_messages_before_summary` | `WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY` | 10 |
-| `max_summaries_per_window` | `WINDOWFIT_MAX_SUMMARIES_PER_WINDOW` | 3 summaries per 20 turns |
-| `resummarize_ratio` | `WINDOWFIT_RESUMMARIZE_RATIO` | 0.5: sliding mode re-summarizes when the evicted tokens reach this share of the summary |
-| `max_messages` | `WINDOWFIT_MAX_MESSAGES` | none: messages kept verbatim, pins included |
-| `max_turns` | `WINDOWFIT_MAX_TURNS` | none: user turns kept verbatim, pins included |
-| `min_recent_rounds` | `WINDOWFIT_MIN_RECENT_ROUNDS` | 0: the newest rounds kept verbatim when they fit |
-| `keep_recent_tool_outputs` | `WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS` | 0: the newest tool results never cut |
-| `mask_keep` | `WINDOWFIT_MASK_KEEP` | 0: off (3 measured best on agent runs) |
-| `mask_clear_at_least` | `WINDOWFIT_MASK_CLEAR_AT_LEAST` | 2048 tokens freed per masking batch |
-| `counter` | `WINDOWFIT_ENCODING` (an encoding name) | the model's tokenizer, else `o200k_base` |
+Every parameter, its variable (``ENV_VARS`` below) and its default are tabled in the README,
+section "Configuration".
 
 ``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
 deployment can roll summaries out in stages with one variable.

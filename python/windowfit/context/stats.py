@@ -183,5 +183,8 @@ class Stats(Windows):
     def _unchanged_end(plan: Plan, prev_end: int) -> int:
         """Where the previous prompt's window stops being repeated verbatim: its end, or the
         first message masked in this call."""
+        # Positions are the previous prompt's: a caller that dropped summarized messages
+        # shifted them (the state is anchored on content), so never past this history.
+        prev_end = min(prev_end, len(plan.msgs))
         masked_from = plan.stats.get("masked_from")
         return min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end
