@@ -92,8 +92,12 @@ def test_killed_connections_mid_run_lose_and_duplicate_nothing(
                 errors.append(exc)
 
     def killer() -> None:
-        while not stop.wait(0.3):
+        # kill at once and then often, so the writers' connections die while they are busy
+        # (a slow first tick once let fast writers finish before any kill)
+        while True:
             kills.append(_kill_backends(postgres_server))
+            if stop.wait(0.1):
+                return
 
     k = threading.Thread(target=killer)
     threads = [threading.Thread(target=writer, args=(w,)) for w in done]

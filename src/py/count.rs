@@ -133,9 +133,11 @@ impl PyCounter {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    /// `limit` is a non-negative int (PyO3 rejects a negative one before Rust sees it).
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: usize) -> PyResult<Option<usize>> {
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
         let text = extract_text(text, "text")?;
+        // `Encoding` is this class itself, with no Python layer to check the limit first
+        let limit = usize::try_from(limit)
+            .map_err(|_| super::errors::InvalidArgumentError::new_err(format!("limit must be >= 0, got {limit}")))?;
         let s = text.as_ref();
         guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
     }
@@ -281,7 +283,7 @@ impl PyEncoding {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: usize) -> PyResult<Option<usize>> {
+    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
         self.counter.get().count_until(py, text, limit)
     }
 
