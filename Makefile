@@ -31,8 +31,9 @@ test: lint test-rust test-python
 ## lint: clippy on the core and the bindings, ruff, mypy on the package, stubtest on _core
 lint: lint-rust lint-python
 
-## lint-rust: rustfmt and clippy (with the bindings feature), warnings are errors
-lint-rust:
+## lint-rust: rustfmt and clippy (with the bindings feature), warnings are errors; the
+## bindings' build script needs the venv's interpreter (VIRTUAL_ENV points PyO3 at it)
+lint-rust: $(VENV)/.deps
 	cargo fmt --check
 	cargo clippy --all-targets --features python --quiet -- -D warnings
 
@@ -44,7 +45,7 @@ lint-python: dev
 	$(VENV)/bin/python -m mypy.stubtest windowfit._core
 
 ## test-rust: unit tests of the pure-Rust core, and a compile of the bindings
-test-rust:
+test-rust: $(VENV)/.deps
 	cargo test --lib --quiet
 	cargo check --lib --features python --quiet
 
