@@ -284,7 +284,16 @@ def test_langgraph_react_agent_200_turns_with_context_manager() -> None:
     # cut means fewer tokens (a marker may make a barely-cut text a character longer)
     counter = wf.Counter(model="gpt-4o")
     assert cut and all(counter.count(m.content) < counter.count(full[m.tool_call_id]) for m in cut)
-    assert all(m.id and m.name == "read_file" for m in cut)  # copies of the originals
+    # copies of the originals: id, name and call id survive the edit
+    original = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert all(m.id == original[m.tool_call_id].id for m in cut)
+    assert all(m.name == original[m.tool_call_id].name in ("read_file", "grep") for m in cut)
+    # old outputs were masked (on by default): the placeholder names its own tool, while the
+    # newest outputs the model saw were never masked
+    masked = [m for m in cut if "cleared to save context" in m.content]
+    assert masked and all(f"old output of {m.name} " in m.content for m in masked)
+    newest = [m for m in model.seen[-1] if isinstance(m, ToolMessage)][-3:]
+    assert newest and not any("cleared to save context" in m.content for m in newest)
 
 
 def test_langchain_agent_200_turns_with_middleware() -> None:

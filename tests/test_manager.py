@@ -271,7 +271,7 @@ def test_defaults_come_from_the_model_registry() -> None:
         0.9,
         0.5,
     )
-    assert (cm.mask_keep, cm.mask_clear_at_least) == (0, 2048)
+    assert (cm.mask_keep, cm.mask_clear_at_least) == (3, 2048)
     assert cm.preference == "balanced" and cm.stable_prefix and cm.summary_role == "system"
     assert isinstance(cm.summarizer, ExtractiveSummarizer) and cm.summarizer.counter is cm.counter
     small = ContextManager(model="gpt-4")  # 8k window: the default reserve shrinks to a quarter
@@ -291,6 +291,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
         "WINDOWFIT_SUMMARIZER": "none",
         "WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS": "700",
         "WINDOWFIT_TOOL_OUTPUT_DIRECTION": "tail",
+        "WINDOWFIT_TOOL_OUTPUT_DIR": "off",
         "WINDOWFIT_PREFERENCE": "quality",
         "WINDOWFIT_STABLE_PREFIX": "false",
         "WINDOWFIT_SUMMARY_ROLE": "pair",
@@ -323,6 +324,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     )
     assert cm.summarizer is None
     assert (cm.tool_output_max_tokens, cm.tool_output_direction) == (700, "tail")
+    assert cm.tool_output_dir is None  # "off": nothing saved
     assert (cm.preference, cm.stable_prefix, cm.summary_role) == ("quality", False, "pair")
     assert (cm.summary_timeout, cm.summary_length_ratio, cm.language) == (7.5, 0.1, "zh")
     assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (512, 20)

@@ -807,7 +807,7 @@ def test_in_memory_mode_is_the_bare_cut_and_writes_nothing(
     assert not list(tmp_path.iterdir())
 
 
-def test_in_memory_cache_is_bounded_and_needs_memory_mode() -> None:
+def test_in_memory_cache_is_bounded() -> None:
     counter = wf.Counter(encoding="o200k_base")
     tr = ObservationTruncator(
         max_tokens=5, max_lines=None, max_bytes=None, output_dir=None, counter=counter, cache_size=2
@@ -815,10 +815,38 @@ def test_in_memory_cache_is_bounded_and_needs_memory_mode() -> None:
     for i in range(5):
         tr.truncate("t", f"output number {i} " * 20)
     assert tr._cache is not None and len(tr._cache) == 2
-    with pytest.raises(ValueError, match="output_dir=None"):
-        ObservationTruncator(max_tokens=5, cache_size=2)
     with pytest.raises(ValueError):
         ObservationTruncator(max_tokens=5, output_dir=None, cache_size=-1)
+
+
+def test_cached_saving_names_files_by_content(tmp_path: Path) -> None:
+    """With a cache and a folder, an output shown again (by this truncator or a new one, as
+    in the next process) names the same file, written once, and gets the same preview."""
+    counter = wf.Counter(encoding="o200k_base")
+
+    def make() -> ObservationTruncator:
+        return ObservationTruncator(
+            max_tokens=120, max_lines=None, max_bytes=None, output_dir=tmp_path, counter=counter,
+            cache_size=4,
+        )  # fmt: skip
+
+    text = "".join(f"row {i}: value {i * 7}\n" for i in range(200))
+    a = make().truncate("grep", text)
+    path = Path(a["full_output_path"])
+    assert path.read_text(encoding="utf-8") == text
+    assert str(path) in a["preview"] and counter.count(a["preview"]) <= 120
+    mtime = path.stat().st_mtime_ns
+    b = make().truncate("grep", text)
+    assert b["preview"] == a["preview"] and b["full_output_path"] == str(path)
+    assert path.stat().st_mtime_ns == mtime  # not written again
+    other = make().truncate("grep", text + "one more row\n")
+    assert other["full_output_path"] != str(path)
+    assert Path(other["full_output_path"]).read_text(encoding="utf-8") == text + "one more row\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == sorted(
+        [path.name, Path(other["full_output_path"]).name]
+    )
+    # the async twin answers from the same rule
+    assert asyncio.run(make().atruncate("grep", text))["full_output_path"] == str(path)
 
 
 def test_in_memory_mode_async_twin_agrees() -> None:

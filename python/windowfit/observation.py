@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -124,6 +125,13 @@ def _unique_name(tool_name: str, suffix: str) -> str:
     return f"{safe_file_stem(tool_name)}-{stamp}-{uuid.uuid4().hex[:12]}{suffix}"
 
 
+def _content_name(tool_name: str, output: str, suffix: str) -> str:
+    """A name fixed by the output: the same output always gets the same file, so a window that
+    shows it again (in this process or the next) names the same path and writes nothing."""
+    digest = hashlib.sha256(output.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"{safe_file_stem(tool_name)}-{digest}{suffix}"
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -193,6 +201,11 @@ class ObservationTruncator:
     With ``compact_json`` a list-shaped JSON output is shown as one line per record (see
     ``compact_json()``; ``key_fields`` picks the fields) before the limits apply.
     Tokens are counted with ``counter``, else the counter of ``model`` (default gpt-4o's).
+
+    ``cache_size`` remembers that many results by (tool, output), for windows that show the
+    same outputs every turn. With a cache and an ``output_dir`` the saved files are named by
+    the output's content (``<tool>-<sha256 prefix>.txt``): showing an output again names the
+    same file and writes nothing, so the preview (and a prompt cache's prefix) stays the same.
     """
 
     def __init__(
@@ -232,9 +245,9 @@ class ObservationTruncator:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None
         cache_size = count_arg("cache_size", cache_size)
-        if cache_size and self.output_dir is not None:
-            raise ValueError("cache_size needs output_dir=None: a saved output is a new file")
-        # results by output, for windows that show the same outputs every turn
+        # results by output, for windows that show the same outputs every turn; with files,
+        # named by content so a cached preview and its file always agree
+        self._content_names = bool(cache_size) and self.output_dir is not None
         self._cache: OrderedDict[tuple[str, str], dict[str, Any]] | None = (
             OrderedDict() if cache_size else None
         )
@@ -274,14 +287,41 @@ class ObservationTruncator:
         """The preview of ``output`` within the limits, saving the full output if it is cut."""
         if self.output_dir is None:
             return self._in_memory(tool_name, output, metadata)
+        hit = self._cached(tool_name, output, metadata)
+        if hit is not None:
+            return hit
         job = self._measure(tool_name, output, metadata)
         if job.unsure:
             self._settle(job)
         if not job.over:
-            return self._untouched(job)
+            return self._remember(job, self._untouched(job))
         self._plan(job)
         path, error = self._save(job)
-        return self._finish(job, path, error)
+        return self._remember(job, self._finish(job, path, error))
+
+    def _cached(
+        self, tool_name: str, output: str, metadata: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """A remembered result for this output (a copy), or None."""
+        if self._cache is None or metadata is not None:
+            return None
+        with self._cache_lock:
+            hit = self._cache.get((tool_name, output))
+            if hit is not None:
+                self._cache.move_to_end((tool_name, output))
+                return dict(hit)  # the stats are shared: treat them as read-only
+        return None
+
+    def _remember(self, job: _Job, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` kept for the next time this output is shown (a failed save too: the same
+        output keeps the same preview, so a prompt built from it does not change)."""
+        if self._cache is None or job.metadata is not None:
+            return result
+        with self._cache_lock:
+            self._cache[(job.tool_name, job.output)] = dict(result)
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return result
 
     async def atruncate(
         self, tool_name: str, output: str, metadata: Mapping[str, Any] | None = None
@@ -297,27 +337,25 @@ class ObservationTruncator:
         async def run(fn: Callable[..., Any], *args: Any) -> Any:
             return await asyncio.to_thread(fn, *args) if big else fn(*args)
 
+        hit = self._cached(tool_name, output, metadata)
+        if hit is not None:
+            return hit
         job = await run(self._measure, tool_name, output, metadata)
         if job.unsure:
             await run(self._settle, job)
         if not job.over:
-            return self._untouched(job)
+            return self._remember(job, self._untouched(job))
         await run(self._plan, job)
         path, error = await asyncio.to_thread(self._save, job)
-        return await run(self._finish, job, path, error)
+        return self._remember(job, await run(self._finish, job, path, error))
 
     def _in_memory(
         self, tool_name: str, output: str, metadata: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         """``truncate`` without a file: the bare cut, remembered when there is a cache."""
-        cache = self._cache if metadata is None else None
-        key = (tool_name, output)
-        if cache is not None:
-            with self._cache_lock:
-                hit = cache.get(key)
-                if hit is not None:
-                    cache.move_to_end(key)
-                    return dict(hit)  # the stats are shared: treat them as read-only
+        hit = self._cached(tool_name, output, metadata)
+        if hit is not None:
+            return hit
         job = self._measure(tool_name, output, metadata)
         if job.unsure:
             cut = job.cuts[self.limits] = self._cut(output, self.limits)
@@ -327,14 +365,14 @@ class ObservationTruncator:
         if not job.over:
             result = self._untouched(job)
         else:
-            preview, omitted = self._plain_preview_bare(job)
-            result = self._finish(job, None, None, preview, {"omitted_tokens": omitted})
-        if cache is not None:
-            with self._cache_lock:
-                cache[key] = dict(result)
-                if len(cache) > self._cache_size:
-                    cache.popitem(last=False)
-        return result
+            if self.compact_json:
+                job.compacted = _compact(_parse_json(output), self.key_fields)
+            if job.compacted is not None:
+                result = self._finish(job, None, None)
+            else:
+                preview, omitted = self._plain_preview_bare(job)
+                result = self._finish(job, None, None, preview, {"omitted_tokens": omitted})
+        return self._remember(job, result)
 
     def _plain_preview_bare(self, job: _Job) -> tuple[str, int]:
         t = job.cuts.get(self.limits) or self._cut(job.output, self.limits)
@@ -377,7 +415,7 @@ class ObservationTruncator:
 
     def _settle(self, job: _Job) -> None:
         """Decide a big output's token limit with the first cut of its preview (kept for it)."""
-        job.name = _unique_name(job.tool_name, ".txt")
+        job.name = self._file_name(job, ".txt")
         path = str(self._directory() / job.name)
         room = self._first_room(self._plain_notes(job, path)[0])
         t = self._cut(job.output, room) if room is not None else self._cut(job.output, self.limits)
@@ -416,10 +454,19 @@ class ObservationTruncator:
         if self.compact_json:
             job.compacted = _compact(_parse_json(job.output), self.key_fields)
         if not job.name or job.compacted:
-            job.name = _unique_name(job.tool_name, ".json" if job.compacted else ".txt")
+            job.name = self._file_name(job, ".json" if job.compacted else ".txt")
+
+    def _file_name(self, job: _Job, suffix: str) -> str:
+        if self._content_names:
+            return _content_name(job.tool_name, job.output, suffix)
+        return _unique_name(job.tool_name, suffix)
 
     def _save(self, job: _Job) -> tuple[str | None, str | None]:
         text, job.replaced = _valid_utf8(job.output)
+        if self._content_names:
+            existing = self._directory() / job.name
+            if existing.is_file():  # the same content, saved before: nothing to write
+                return str(existing), None
         try:
             path = _write_atomic(self._directory(), job.name, text)
         except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
@@ -564,7 +611,12 @@ class ObservationTruncator:
         fields = ", ".join(c.fields)
         if job.tokens is None:
             job.tokens = self.counter.count(job.output)
-        where = f"saved to {path}" if path else "could not be saved"
+        if path:
+            where, short = f"saved to {path}", f"full output: {path}"
+        elif self.output_dir is None:  # nothing is saved here: the caller keeps the output
+            where, short = "is in the stored history", "the full output is in the history"
+        else:
+            where, short = "could not be saved", "full output: not saved"
 
         def long_note(body: str, shown: int | None) -> str:
             return (
@@ -573,7 +625,7 @@ class ObservationTruncator:
             )
 
         def short_note(body: str, shown: int | None) -> str:
-            return f"[JSON compacted; full output: {path or 'not saved'}]"
+            return f"[JSON compacted; {short}]"
 
         costs = self.counter.count_many([ln + "\n" for ln in c.lines])
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from windowfit._validate import count_arg
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 #: Observation masking defaults (chosen from ``make eval`` on the real agent runs; the water
 #: marks 0.9 / 0.5 likewise: see benches/RESULTS.md, "Budget use").
-DEFAULT_MASK_KEEP = 0
+DEFAULT_MASK_KEEP = 3
 DEFAULT_MASK_CLEAR_AT_LEAST = 2048
 
 #: constructor parameter -> environment variable
@@ -53,6 +55,7 @@ ENV_VARS: dict[str, str] = {
     "summarizer": "WINDOWFIT_SUMMARIZER",
     "tool_output_max_tokens": "WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS",
     "tool_output_direction": "WINDOWFIT_TOOL_OUTPUT_DIRECTION",
+    "tool_output_dir": "WINDOWFIT_TOOL_OUTPUT_DIR",
     "preference": "WINDOWFIT_PREFERENCE",
     "stable_prefix": "WINDOWFIT_STABLE_PREFIX",
     "summary_role": "WINDOWFIT_SUMMARY_ROLE",
@@ -121,6 +124,27 @@ def _timeout(value: Any) -> float | None:
     return None if value >= threading.TIMEOUT_MAX else float(value)
 
 
+def default_tool_output_dir() -> Path:
+    """Where cut tool outputs are saved by default: a folder of the user's own under the
+    system's temporary directory (files are named by content, so a folder shared between
+    processes of one user holds each output once)."""
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return Path(tempfile.gettempdir()) / f"windowfit-{uid}" / "tool-output"
+
+
+def _output_dir(value: Any) -> Path | None:
+    """``tool_output_dir``: a folder, ``"off"`` (nothing saved: placeholders point into the
+    stored history instead), or None for ``default_tool_output_dir()``."""
+    if value is None:
+        return default_tool_output_dir()
+    if not isinstance(value, (str, os.PathLike)):
+        raise ArgumentTypeError(f"tool_output_dir must be a path or 'off', not {value!r}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgumentError(f"tool_output_dir must be a path or 'off', not {value!r}")
+    return None if text.strip().lower() == "off" else Path(text)
+
+
 class Settings:
     """The validated configuration of a ``ContextManager`` and what is derived from it once."""
 
@@ -138,6 +162,7 @@ class Settings:
         summarizer: Any = None,
         tool_output_max_tokens: int | None = None,
         tool_output_direction: str | None = None,
+        tool_output_dir: str | os.PathLike[str] | None = None,
         preference: str | None = None,
         stable_prefix: bool | None = None,
         counter: Any = None,
@@ -214,6 +239,9 @@ class Settings:
             raise ValueError(
                 f"tool_output_direction must be head, tail or head_tail, not {self.tool_output_direction!r}"
             )
+        self.tool_output_dir: Path | None = _output_dir(
+            _setting("tool_output_dir", tool_output_dir, None, str)
+        )
         self.preference = str(_setting("preference", preference, "balanced", str)).lower()
         if self.preference not in PREFERENCES:
             raise ValueError(f"preference must be one of {PREFERENCES}, not {self.preference!r}")

@@ -90,19 +90,24 @@ def tool_name(msgs: Sequence[Message], i: int) -> str:
     return "tool"
 
 
-def masked(msgs: Sequence[Message], i: int, language: str | None = None) -> dict[str, Any]:
-    """``msgs[i]`` edited: a tool result becomes its placeholder; an assistant message loses
-    its reasoning. A new dict; the input is untouched."""
+def masked(
+    msgs: Sequence[Message], i: int, language: str | None = None, *, saved_to: str | None = None
+) -> dict[str, Any]:
+    """``msgs[i]`` edited: a tool result becomes its placeholder (naming ``saved_to``, the file
+    the manager's truncator saved the full output to, else the file a truncator named in the
+    output itself, else the message's place in the stored history); an assistant message
+    loses its reasoning. A new dict; the input is untouched."""
     msg = msgs[i]
     if msg.get("role") == "tool":
         content = msg.get("content")
-        found = _SAVED_RE.search(content) if isinstance(content, str) else None
+        found = _SAVED_RE.search(content) if isinstance(content, str) and not saved_to else None
         name = tool_name(msgs, i)
+        saved = saved_to or (found.group(1) if found else None)
         if language == "zh":
-            where = found.group(1) if found else f"存档历史第 {i} 条消息"
+            where = saved or f"存档历史第 {i} 条消息"
             text = f"[{name} 的旧输出已清除以节省上下文；完整输出：{where}]"
         else:
-            where = found.group(1) if found else f"message {i} of the stored history"
+            where = saved or f"message {i} of the stored history"
             text = f"[old output of {name} cleared to save context; full output: {where}]"
         return {**msg, "content": text}
     out = {k: v for k, v in msg.items() if k not in _REASONING_KEYS}

@@ -224,6 +224,7 @@ class Planner(Windows):
             keep_system=False,
             keep_last_user=False,
             max_turns=rounds,
+            oversize="drop",  # a search, not a prompt: nothing to cut
         )
         start = plan.cut + r.kept[0] if r.kept else new_cut
         if start >= new_cut:

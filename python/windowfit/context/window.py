@@ -6,19 +6,18 @@ A cut uses fit's unit logic, so it never separates a tool call from its results.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
 from windowfit.context.budget import Budget
-from windowfit.context.masking import advance_mask, maskable, masked
+from windowfit.context.masking import advance_mask, maskable, masked, tool_name
 from windowfit.context.plan import Fitted, Plan, View
 from windowfit.context.state import StateKeeper
 from windowfit.fitting import fit
 from windowfit.messages import SYSTEM_ROLES
-from windowfit.observation import ObservationTruncator, compact_json
+from windowfit.observation import ObservationTruncator
 from windowfit.summarize import detect_language
 
 __all__ = ["Windows"]
@@ -29,15 +28,6 @@ Message = Mapping[str, Any]
 
 _TRUNCATION_CACHE_SIZE = 512  # cut outputs remembered per cap
 _TRUNCATORS = 4  # caps remembered
-
-
-@functools.lru_cache(maxsize=_TRUNCATION_CACHE_SIZE)
-def _compacted(content: str) -> str | None:
-    """A list-shaped JSON tool result as one line per record with its key fields (ids,
-    titles, times) and the total: far more records survive a token cap than in a raw cut.
-    Remembered, as the same window is re-cut every turn."""
-    head = content.lstrip()[:1]
-    return compact_json(content) if head in ("[", "{") else None
 
 
 class Windows(StateKeeper):
@@ -88,42 +78,45 @@ class Windows(StateKeeper):
             return self.tool_output_max_tokens
         return max(64, b.low_water // 2)
 
-    def _truncated(self, msg: Message, cap: int) -> tuple[dict[str, Any], int] | None:
-        """A copy of tool message ``msg`` with its output cut to ``cap`` tokens, or None."""
-        content = msg.get("content")
-        # A token covers at least one UTF-8 byte, so short outputs never need counting.
-        if not isinstance(content, str) or len(content) * 4 <= cap:
-            return None
+    def _tool_truncator(self, cap: int) -> ObservationTruncator:
+        """The truncator of tool outputs at ``cap`` tokens: JSON records compacted (ids,
+        titles, times kept), the full output saved under ``tool_output_dir`` (named by its
+        content, so the same output always names the same file and the prompt stays the same
+        turn after turn). One per cap (the cap follows the budget, which rarely changes), each
+        remembering the outputs it cut: the same window is re-cut every turn."""
         truncator = self._truncators.get(cap)
         if truncator is None:
-            # one per cap (the cap follows the budget, which rarely changes), each remembering
-            # the outputs it cut: the same window is re-cut every turn
             truncator = ObservationTruncator(
                 max_lines=None,
                 max_bytes=None,
                 max_tokens=cap,
                 direction=self.tool_output_direction,
-                output_dir=None,
+                output_dir=self.tool_output_dir,
                 counter=self.counter,
-                compact_json=False,  # done by _compacted, before the cut and remembered
+                compact_json=True,
                 cache_size=_TRUNCATION_CACHE_SIZE,
             )
             if len(self._truncators) >= _TRUNCATORS:
                 self._truncators.pop(next(iter(self._truncators)), None)
             self._truncators[cap] = truncator
-        compacted = _compacted(content)
-        if compacted is not None:
-            kept = truncator.truncate("", compacted)
-            text = kept["preview"] if kept["truncated"] else compacted
-            saved = self.counter.count(content) - self.counter.count(text)
-            return {**msg, "content": text}, max(0, saved)
-        result = truncator.truncate("", content)
+        return truncator
+
+    def _truncated(
+        self, msgs: list[Any], i: int, cap: int
+    ) -> tuple[dict[str, Any], int, str | None] | None:
+        """A copy of tool message ``msgs[i]`` with its output cut to ``cap`` tokens, the tokens
+        that saves and the file holding the full output; None when it fits."""
+        msg = msgs[i]
+        content = msg.get("content")
+        # A token covers at least one UTF-8 byte, so short outputs never need counting.
+        if not isinstance(content, str) or len(content) * 4 <= cap:
+            return None
+        result = self._tool_truncator(cap).truncate(tool_name(msgs, i), content)
         if not result["truncated"]:
             return None
         stats = result["stats"]
-        return {**msg, "content": result["preview"]}, stats["original_tokens"] - stats[
-            "kept_tokens"
-        ]
+        saved = max(0, (stats["original_tokens"] or 0) - stats["kept_tokens"])
+        return {**msg, "content": result["preview"]}, saved, result["full_output_path"]
 
     def _recent_tool_outputs(self, msgs: list[Any]) -> set[int]:
         """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole, as
@@ -149,9 +142,9 @@ class Windows(StateKeeper):
             for i in range(max(lo, mask_until), hi):
                 m = msgs[i]
                 if m.get("role") == "tool" and i not in whole:
-                    cut = self._truncated(m, cap)
+                    cut = self._truncated(msgs, i, cap)
                     if cut is not None:
-                        plan.trunc[i] = cut
+                        plan.trunc[i] = cut[:2]
             if lo < mask_until:
                 self._mask_rows(plan, lo, min(hi, mask_until), cap)
             plan.trunc_from = lo
@@ -200,15 +193,15 @@ class Windows(StateKeeper):
                 if i in done:
                     continue
                 saved = 0
+                # an output over the cap is saved to a file first: the placeholder names it
+                cut = self._truncated(msgs, i, cap) if m.get("role") == "tool" else None
                 if maskable(m):
-                    edited = masked(msgs, i, lang)
+                    edited = masked(msgs, i, lang, saved_to=cut[2] if cut else None)
                     saved = self.counter.count_message(m) - self.counter.count_message(edited)
                 if saved > 0:  # a short output stays: its placeholder would be longer
                     new.append((i, m, edited, saved))
-                elif m.get("role") == "tool":
-                    cut = self._truncated(m, cap)  # a provider item is truncated, not masked
-                    if cut is not None:
-                        new.append((i, m, cut[0], cut[1]))
+                elif cut is not None:  # a provider item is truncated, not masked
+                    new.append((i, m, cut[0], cut[1]))
             rows = new + rows
             self.__dict__["_mask_cache_rows"] = rows
         for i, m, edited, saved in rows:
@@ -228,7 +221,8 @@ class Windows(StateKeeper):
         new, freed = advance_mask(
             plan.msgs,
             max(old, plan.cut),
-            keep=self.mask_keep,
+            # the newest keep_recent_tool_outputs are never cut, so never masked either
+            keep=max(self.mask_keep, self.keep_recent_tool_outputs),
             clear_at_least=self.mask_clear_at_least,
             count=self.counter.count_message,
         )
@@ -366,6 +360,10 @@ class Windows(StateKeeper):
             keep_last_user=False,
             max_messages=self.max_messages,
             max_turns=self.max_turns,
+            # a search for where the window starts: in an agent loop (one user task, then
+            # only calls and results) the whole window is the round in progress, and cutting
+            # its results to fit would put the start back at ``lo`` every time
+            oversize="drop",
         )
         if r.kept:
             return lo + r.kept[0]
