@@ -268,10 +268,11 @@ def test_defaults_come_from_the_model_registry() -> None:
     assert (cm.history_ratio, cm.summary_ratio, cm.trigger_ratio, cm.target_ratio) == (
         1.0,
         0.25,
-        0.9,
-        0.5,
+        0.85,
+        0.3,
     )
     assert (cm.mask_keep, cm.mask_clear_at_least) == (3, 2048)
+    assert cm.tool_output_dir is not None and cm.keep_recent_tool_outputs == 1
     assert cm.preference == "balanced" and cm.stable_prefix and cm.summary_role == "system"
     assert isinstance(cm.summarizer, ExtractiveSummarizer) and cm.summarizer.counter is cm.counter
     small = ContextManager(model="gpt-4")  # 8k window: the default reserve shrinks to a quarter
@@ -374,7 +375,7 @@ def test_invalid_environment_values_name_the_variable(
         {"output_reserve": 200_000},
         {"trigger_ratio": 1.5},
         {"target_ratio": 0.9},  # above the trigger
-        {"summary_ratio": 0.5},  # summary + target above the trigger
+        {"summary_ratio": 0.6},  # summary + target above the trigger
         {"history_ratio": 0},
         {"preference": "cheap"},
         {"summary_role": "assistant"},
@@ -510,11 +511,14 @@ def test_big_tool_outputs_are_truncated_in_the_prompt_only() -> None:
     p = cm.prepare(history)
     assert history == snapshot
     tools = [m for m in p.messages if m["role"] == "tool"]
-    assert tools and all(cm.counter.count(m["content"]) <= 300 for m in tools)
-    assert p.stats["tool_outputs_truncated"] == len(tools)
-    assert p.stats["tool_tokens_truncated"] > 0
     originals = {m["tool_call_id"]: m for m in history if m["role"] == "tool"}
-    for m in tools:
+    # the newest output is sent whole (keep_recent_tool_outputs=1), the older ones are cut
+    *older, newest = tools
+    assert newest is originals[newest["tool_call_id"]]
+    assert older and all(cm.counter.count(m["content"]) <= 300 for m in older)
+    assert p.stats["tool_outputs_truncated"] == len(older)
+    assert p.stats["tool_tokens_truncated"] > 0
+    for m in older:
         assert m is not originals[m["tool_call_id"]]
         assert set(m) == set(originals[m["tool_call_id"]])
     # deterministic: the same truncation next turn (so the prompt prefix stays cacheable)
@@ -536,9 +540,11 @@ def test_auto_tool_cap_keeps_one_huge_output_from_evicting_everything() -> None:
     p = cm.prepare(history)
     b = cm.budget(history)
     assert p.stats["tool_outputs_truncated"] >= 1
-    for m in p.messages:
-        if m["role"] == "tool":
-            assert cm.counter.count(m["content"]) <= max(64, b.low_water // 2)
+    *older, newest = [m for m in p.messages if m["role"] == "tool"]
+    for m in older:
+        assert cm.counter.count(m["content"]) <= max(64, b.low_water // 2)
+    # the newest is exempt from the cap, yet no larger than the low-water mark
+    assert max(64, b.low_water // 2) < cm.counter.count(newest["content"]) <= b.low_water
     check_prompt(cm, history, p)
 
 

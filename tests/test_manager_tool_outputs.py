@@ -64,7 +64,7 @@ def test_a_json_output_is_compacted_saved_and_named_then_masked_to_the_same_file
     history: list[dict[str, Any]] = [SYSTEM, TASK, *_round(0, raw, "list_issues")]
     cm = wf.ContextManager(
         counter=COUNTER,
-        context_window=16384,
+        context_window=32768,  # the low-water mark holds the whole JSON while it is newest
         output_reserve=2048,
         summarizer="none",
         tool_output_max_tokens=1200,
@@ -95,8 +95,8 @@ def test_a_json_output_is_compacted_saved_and_named_then_masked_to_the_same_file
     # later, old outputs are masked: the placeholder names the same file
     state = p.state
     found = None
-    for k in range(2, 40):
-        history += _round(k, f"$ cat src/mod_{k}.py\n" + f"def f{k}(x):\n    return x\n" * 60)
+    for k in range(2, 60):
+        history += _round(k, f"$ cat src/mod_{k}.py\n" + f"def f{k}(x):\n    return x\n" * 100)
         p = cm.prepare(history, state)
         state = p.state
         assert p.stats["tokens"] <= p.stats["prompt_budget"]
@@ -179,12 +179,16 @@ def test_the_newest_outputs_are_never_cut_and_older_ones_only_within_the_cap(
         assert p.stats["tokens"] <= p.stats["prompt_budget"]
         assert request_problems(p.messages) == []
         tools = [i for i, m in enumerate(prefix) if m["role"] == "tool"]
-        newest = {prefix[i]["tool_call_id"] for i in tools[len(tools) - keep :]} if keep else set()
+        newest = {prefix[i]["tool_call_id"] for i in tools[max(0, len(tools) - keep) :]} if keep else set()
         original = {prefix[i]["tool_call_id"]: prefix[i] for i in tools}
+        low = cm.budget(prefix).low_water
         for m in p.messages:
             if m.get("role") != "tool":
                 continue
             if m["tool_call_id"] in newest:
-                assert m is original[m["tool_call_id"]]  # sent whole: the input itself
+                if COUNTER.count(original[m["tool_call_id"]]["content"]) <= low:
+                    assert m is original[m["tool_call_id"]]  # sent whole: the input itself
+                else:  # alone over the low-water mark: cut to it, never to the smaller cap
+                    assert cap < COUNTER.count(m["content"]) <= low or cap >= low
             elif m is not original[m["tool_call_id"]]:
                 assert COUNTER.count(m["content"]) <= cap  # cut or masked, within the cap

@@ -229,7 +229,7 @@ def _invalid(st: dict[str, Any]) -> str | None:
     turns = st.get("summary_turns")
     if not isinstance(turns, list) or not all(_int_or(t, -1) >= 0 for t in turns):
         return "state field 'summary_turns' must be a list of turn numbers"
-    for key in ("language", "last_error", "created_at", "updated_at", "head_user"):
+    for key in ("language", "mask_language", "last_error", "created_at", "updated_at", "head_user"):
         value = st.get(key)
         if value is not None and not isinstance(value, (str, int)):
             return f"state field {key!r} has type {type(value).__name__}"

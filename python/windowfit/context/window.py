@@ -119,8 +119,8 @@ class Windows(StateKeeper):
         return {**msg, "content": result["preview"]}, saved, result["full_output_path"]
 
     def _recent_tool_outputs(self, msgs: list[Any]) -> set[int]:
-        """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole, as
-        the agent is acting on them; older ones can be cut."""
+        """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole (up to
+        the low-water mark), as the agent is acting on them; older ones are cut to the cap."""
         want = self.keep_recent_tool_outputs
         found: set[int] = set()
         i = len(msgs) - 1
@@ -138,11 +138,14 @@ class Windows(StateKeeper):
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
             whole = self._recent_tool_outputs(msgs)
+            # a recent output is cut only when it alone is over the low-water mark (a window
+            # just cut must still hold it; the final fit would otherwise drop its whole round)
+            whole_cap = max(cap, plan.budget.low_water)
             mask_until = self._mask_until(plan)
             for i in range(max(lo, mask_until), hi):
                 m = msgs[i]
-                if m.get("role") == "tool" and i not in whole:
-                    cut = self._truncated(msgs, i, cap)
+                if m.get("role") == "tool":
+                    cut = self._truncated(msgs, i, whole_cap if i in whole else cap)
                     if cut is not None:
                         plan.trunc[i] = cut[:2]
             if lo < mask_until:
@@ -175,7 +178,7 @@ class Windows(StateKeeper):
         object: a turn then costs one identity check per masked message, not a recount.
         """
         msgs = plan.msgs
-        lang = plan.state.get("language") or self.language
+        lang = plan.state.get("mask_language") or self.language
         key = (self._mask_until(plan), lang, cap)
         rows: list[tuple[int, Any, dict[str, Any], int]] = self.__dict__.get("_mask_cache_rows", [])
         if self.__dict__.get("_mask_cache_key") != key or any(
@@ -229,6 +232,9 @@ class Windows(StateKeeper):
         if new <= old or not freed:
             return 0
         plan.state["mask_until"] = new
+        # the placeholders' language is fixed by the first batch: re-wording them when the
+        # summary's detected language changes would break the cached prefix for nothing
+        plan.state.setdefault("mask_language", plan.state.get("language") or self.language)
         start = max(old, plan.cut)
         plan.stats["masked_from"] = next(
             (i for i in range(start, new) if maskable(plan.msgs[i])), new
