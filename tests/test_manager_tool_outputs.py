@@ -179,7 +179,11 @@ def test_the_newest_outputs_are_never_cut_and_older_ones_only_within_the_cap(
         assert p.stats["tokens"] <= p.stats["prompt_budget"]
         assert request_problems(p.messages) == []
         tools = [i for i, m in enumerate(prefix) if m["role"] == "tool"]
-        newest = {prefix[i]["tool_call_id"] for i in tools[max(0, len(tools) - keep) :]} if keep else set()
+        newest = (
+            {prefix[i]["tool_call_id"] for i in tools[max(0, len(tools) - keep) :]}
+            if keep
+            else set()
+        )
         original = {prefix[i]["tool_call_id"]: prefix[i] for i in tools}
         low = cm.budget(prefix).low_water
         for m in p.messages:

@@ -231,7 +231,9 @@ class Settings:
         self.trigger_ratio = float(
             _setting("trigger_ratio", trigger_ratio, DEFAULT_TRIGGER_RATIO, float)
         )
-        self.target_ratio = float(_setting("target_ratio", target_ratio, DEFAULT_TARGET_RATIO, float))
+        self.target_ratio = float(
+            _setting("target_ratio", target_ratio, DEFAULT_TARGET_RATIO, float)
+        )
         self.summary_length_ratio = float(
             _setting("summary_length_ratio", summary_length_ratio, 0.15, float)
         )
