@@ -214,12 +214,32 @@ class ManagerPolicy:
         self.manager = manager
         self.state: dict[str, Any] | None = None
         self.summary_failures = 0
+        self.strategies: list[str] = []  # stats["strategy"] of each call
 
     def __call__(self, history: list[Message]) -> list[Message]:
         prepared = self.manager.prepare(history, self.state)
         self.state = prepared.state
         self.summary_failures += bool(prepared.stats.get("summary_failed"))
+        self.strategies.append(str(prepared.stats.get("strategy")))
         return list(prepared.messages)
+
+
+#: The manager's strategies, for counting which one broke the prompt prefix.
+STRATEGIES = ("keep", "mask", "summarize", "truncate", "fallback")
+
+
+def prefix_breaks(calls: Sequence[Call], policy: Policy) -> dict[str, int]:
+    """``calls_broken_by_<strategy>``: how many calls did not extend the previous prompt, by
+    the strategy the manager reported for them (what to tune when prefix reuse is low)."""
+    strategies = getattr(policy, "strategies", None)
+    if strategies is None:
+        return {}
+    out = {f"calls_broken_by_{k}": 0 for k in STRATEGIES}
+    for call, strategy in zip(calls[1:], strategies[1:]):
+        if not call.prefix_full:
+            key = f"calls_broken_by_{strategy}"
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 @dataclass
@@ -396,6 +416,7 @@ def eval_agent_run(
         score.identifiers = (sum(i in text for i in idents) / len(idents)) if idents else 1.0
         score.cost = _cost(recorded, info)
         score.cost_full = _cost(recorded, info, full=True)
+        score.extra = prefix_breaks(recorded, policy)
         out[name] = score
     return out
 
@@ -597,6 +618,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         out += [f"whole-history recall (ceiling): {_fmt(ceiling)}", ""]
     if result.get("agent_runs"):
         out += [table("agent runs, 16k", result["agent_runs"], "identifiers"), ""]
+        for name, agg in result["agent_runs"].items():
+            broken = {
+                k.removeprefix("calls_broken_by_"): v
+                for k, v in agg.items()
+                if k.startswith("calls_broken_by_") and v
+            }
+            if broken:
+                out += [f"{name}: calls not extending the previous prompt, by strategy: {broken}"]
+        out.append("")
     elif args.runs:
         out += ["agent runs: skipped (archive not found)", ""]
     if result.get("plot"):
