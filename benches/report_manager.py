@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import bench_manager as bm
 import bench_store as bs
-from windowfit.manager import ContextManager
+from windowfit.context import ContextManager
 from windowfit.store import BaseStore, SQLiteStore
 
 
