@@ -179,12 +179,21 @@ class Stats(Windows):
             msgs, j, src = msgs + 1, j + 1, src + 1
         return msgs, n
 
-    @staticmethod
-    def _unchanged_end(plan: Plan, prev_end: int) -> int:
-        """Where the previous prompt's window stops being repeated verbatim: its end, or the
-        first message masked in this call."""
+    def _unchanged_end(self, plan: Plan, prev_end: int) -> int:
+        """Where the previous prompt's window stops being repeated verbatim: its end, the
+        first message masked in this call, or the first tool output that was among the newest
+        (sent whole) last call and is cut now."""
         # Positions are the previous prompt's: a caller that dropped summarized messages
         # shifted them (the state is anchored on content), so never past this history.
         prev_end = min(prev_end, len(plan.msgs))
         masked_from = plan.stats.get("masked_from")
-        return min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end
+        end = min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end
+        want, i = self.keep_recent_tool_outputs, prev_end - 1
+        whole = self._recent_tool_outputs(plan.msgs) if want else set()
+        while want and i >= plan.cut:  # outputs before the window are not sent anyway
+            if plan.msgs[i].get("role") == "tool":
+                want -= 1
+                if i in plan.trunc and i not in whole:
+                    end = min(end, i)
+            i -= 1
+        return end
