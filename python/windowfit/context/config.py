@@ -2,7 +2,7 @@
 
 An argument given to the constructor wins, then the environment variable, then the default.
 
-Every parameter, its variable (``ENV_VARS`` below) and its default are tabled in the README,
+Every parameter, its variable (``ENV_VARS``, in defaults.py) and its default are tabled in the README,
 section "Configuration".
 
 ``trigger_ratio >= 1.0`` turns summarizing off (the window is only truncated), so a
@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +25,15 @@ from typing import Any
 
 from windowfit._validate import count_arg
 from windowfit.context.budget import Budget, compute_budget
+from windowfit.context.defaults import (
+    DEFAULT_KEEP_RECENT,
+    DEFAULT_MASK_CLEAR_AT_LEAST,
+    DEFAULT_MASK_KEEP,
+    DEFAULT_TARGET_RATIO,
+    DEFAULT_TRIGGER_RATIO,
+    ENV_VARS,
+    output_dir,
+)
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
@@ -36,52 +44,6 @@ from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
 __all__ = ["ENV_VARS", "Settings"]
 
 logger = logging.getLogger(__name__)
-
-#: The water marks and observation masking defaults, chosen together on tuning data (dialog
-#: seeds 0-5, the first 16 real agent runs) and checked on held-out data: see
-#: benches/RESULTS.md, "Budget use and observation masking". A low-water mark well under the
-#: high one leaves room for many calls after each cut (the cached prefix holds), masking keeps
-#: the window's tokens down between cuts.
-DEFAULT_TRIGGER_RATIO = 0.85
-DEFAULT_TARGET_RATIO = 0.3
-DEFAULT_MASK_KEEP = 3
-DEFAULT_MASK_CLEAR_AT_LEAST = 2048
-#: The newest tool output, the one the agent is acting on, is never cut to the cap (measured
-#: cost on the tuning runs: 0.1 point of prefix reuse, no more tokens).
-DEFAULT_KEEP_RECENT = 1
-
-#: constructor parameter -> environment variable
-ENV_VARS: dict[str, str] = {
-    "model": "WINDOWFIT_MODEL",
-    "context_window": "WINDOWFIT_CONTEXT_WINDOW",
-    "output_reserve": "WINDOWFIT_OUTPUT_RESERVE",
-    "system_reserve": "WINDOWFIT_SYSTEM_RESERVE",
-    "history_ratio": "WINDOWFIT_HISTORY_RATIO",
-    "summary_ratio": "WINDOWFIT_SUMMARY_RATIO",
-    "trigger_ratio": "WINDOWFIT_TRIGGER_RATIO",
-    "target_ratio": "WINDOWFIT_TARGET_RATIO",
-    "summarizer": "WINDOWFIT_SUMMARIZER",
-    "tool_output_max_tokens": "WINDOWFIT_TOOL_OUTPUT_MAX_TOKENS",
-    "tool_output_direction": "WINDOWFIT_TOOL_OUTPUT_DIRECTION",
-    "tool_output_dir": "WINDOWFIT_TOOL_OUTPUT_DIR",
-    "preference": "WINDOWFIT_PREFERENCE",
-    "stable_prefix": "WINDOWFIT_STABLE_PREFIX",
-    "summary_role": "WINDOWFIT_SUMMARY_ROLE",
-    "summary_timeout": "WINDOWFIT_SUMMARY_TIMEOUT",
-    "summary_length_ratio": "WINDOWFIT_SUMMARY_LENGTH_RATIO",
-    "language": "WINDOWFIT_LANGUAGE",
-    "mask_keep": "WINDOWFIT_MASK_KEEP",
-    "mask_clear_at_least": "WINDOWFIT_MASK_CLEAR_AT_LEAST",
-    "counter": "WINDOWFIT_ENCODING",
-    "summary_max_tokens": "WINDOWFIT_SUMMARY_MAX_TOKENS",
-    "min_messages_before_summary": "WINDOWFIT_MIN_MESSAGES_BEFORE_SUMMARY",
-    "max_summaries_per_window": "WINDOWFIT_MAX_SUMMARIES_PER_WINDOW",
-    "resummarize_ratio": "WINDOWFIT_RESUMMARIZE_RATIO",
-    "max_messages": "WINDOWFIT_MAX_MESSAGES",
-    "max_turns": "WINDOWFIT_MAX_TURNS",
-    "min_recent_rounds": "WINDOWFIT_MIN_RECENT_ROUNDS",
-    "keep_recent_tool_outputs": "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS",
-}
 
 
 def _env_value(param: str) -> str | None:
@@ -130,27 +92,6 @@ def _timeout(value: Any) -> float | None:
     if math.isnan(value) or value <= 0:
         raise InvalidArgumentError(f"summary_timeout must be > 0 (inf: no timeout), got {value!r}")
     return None if value >= threading.TIMEOUT_MAX else float(value)
-
-
-def default_tool_output_dir() -> Path:
-    """Where cut tool outputs are saved by default: a folder of the user's own under the
-    system's temporary directory (files are named by content, so a folder shared between
-    processes of one user holds each output once)."""
-    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
-    return Path(tempfile.gettempdir()) / f"windowfit-{uid}" / "tool-output"
-
-
-def _output_dir(value: Any) -> Path | None:
-    """``tool_output_dir``: a folder, ``"off"`` (nothing saved: placeholders point into the
-    stored history instead), or None for ``default_tool_output_dir()``."""
-    if value is None:
-        return default_tool_output_dir()
-    if not isinstance(value, (str, os.PathLike)):
-        raise ArgumentTypeError(f"tool_output_dir must be a path or 'off', not {value!r}")
-    text = os.fspath(value)
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidArgumentError(f"tool_output_dir must be a path or 'off', not {value!r}")
-    return None if text.strip().lower() == "off" else Path(text)
 
 
 class Settings:
@@ -251,7 +192,7 @@ class Settings:
             raise ValueError(
                 f"tool_output_direction must be head, tail or head_tail, not {self.tool_output_direction!r}"
             )
-        self.tool_output_dir: Path | None = _output_dir(
+        self.tool_output_dir: Path | None = output_dir(
             _setting("tool_output_dir", tool_output_dir, None, str)
         )
         self.preference = str(_setting("preference", preference, "balanced", str)).lower()
