@@ -42,14 +42,20 @@ from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     pick_key_fields,
 )
 from windowfit.counting import Counter, resolve_counter
-from windowfit.truncation import DEFAULT_MARKER, Direction, Truncation, truncate
+from windowfit.truncation import (
+    DEFAULT_DIRECTION,
+    DEFAULT_MARKER,
+    DIRECTIONS,
+    Direction,
+    Truncation,
+    truncate,
+)
 from windowfit.truncation import _limit as check_limit
 
 __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
 
 logger = logging.getLogger(__name__)
 
-DIRECTIONS: tuple[str, ...] = ("head", "tail", "head_tail")
 
 #: Longest tool-name part of a saved file's name (the suffix adds ~40 characters).
 MAX_NAME_CHARS = 64
@@ -200,7 +206,7 @@ class ObservationTruncator:
         max_lines: int | None = 2000,
         max_bytes: int | None = 51200,
         max_tokens: int | None = None,
-        direction: str = "head",
+        direction: str = DEFAULT_DIRECTION,
         output_dir: str | os.PathLike[str] | None = "tool-output",
         counter: Counter | None = None,
         model: str | None = None,

@@ -30,6 +30,7 @@ from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import UnknownModelError, get_model
 from windowfit.observation import ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
+from windowfit.truncation import DEFAULT_DIRECTION
 
 __all__ = ["ENV_VARS", "Settings"]
 
@@ -208,7 +209,7 @@ class Settings:
             None if cap is None else count_arg("tool_output_max_tokens", cap)
         )
         self.tool_output_direction = str(
-            _setting("tool_output_direction", tool_output_direction, "head_tail", str)
+            _setting("tool_output_direction", tool_output_direction, DEFAULT_DIRECTION, str)
         )
         if self.tool_output_direction not in ("head", "tail", "head_tail"):
             raise ValueError(
