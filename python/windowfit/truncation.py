@@ -170,20 +170,11 @@ def truncate(
         totals["tokens"] = raw.original_tokens
     if raw.original_lines is not None:
         totals["lines"] = raw.original_lines
-    return Truncation(
-        text=kept,
-        truncated=raw.truncated,
-        tokens=raw.tokens,
-        head_tokens=raw.head_tokens,
-        tail_tokens=raw.tail_tokens,
-        kept_lines=raw.kept_lines,
-        original_bytes=raw.original_bytes,
-        kept_bytes=raw.kept_bytes,
-        head_end=raw.head_end,
-        tail_start=raw.tail_start,
-        marker_used=raw.marker_used,
-        direction=raw.direction,
-        _source=text,
-        _counter=c,
-        _totals=totals,
-    )
+    copied = {
+        name: getattr(raw, name)
+        for name in (
+            "truncated tokens head_tokens tail_tokens kept_lines original_bytes kept_bytes "
+            "head_end tail_start marker_used direction"
+        ).split()
+    }
+    return Truncation(text=kept, _source=text, _counter=c, _totals=totals, **copied)
