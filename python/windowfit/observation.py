@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from windowfit import _core
 from windowfit._validate import count_arg
@@ -233,7 +233,7 @@ class ObservationTruncator:
             or not (0.0 <= head_ratio <= 1.0)
         ):
             raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
-        self.direction: Direction = cast(Direction, direction)
+        self.direction: Direction = direction
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None

@@ -11,7 +11,7 @@ does), when ``count_total=True``, or on first access of those properties.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from windowfit import _core
 from windowfit._validate import count_arg
@@ -26,7 +26,7 @@ DIRECTIONS: tuple[Direction, ...] = ("head", "tail", "head_tail")
 
 #: The one default of every truncating entry point (``truncate``, ``ObservationTruncator``, the
 #: manager's tool-output cap, the CLI); defined by the Rust core.
-DEFAULT_DIRECTION: Direction = cast(Direction, _core.DEFAULT_DIRECTION)
+DEFAULT_DIRECTION: Direction = _core.DEFAULT_DIRECTION
 
 
 @dataclass(frozen=True, eq=False)
