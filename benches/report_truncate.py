@@ -4,6 +4,12 @@
     .venv/bin/python benches/report_truncate.py                      # 1 MB, 10 MB, 100 MB
     .venv/bin/python benches/report_truncate.py --sizes 1MB 10MB --runs 3 --label release
 
+Instruction counts, repeatable under load (each contender once, minus the same script with
+nothing cut: ``--one none``):
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        .venv/bin/python benches/report_truncate.py --one "windowfit head" --size 10MB
+
 Input: the deterministic service log of bench_truncate.py (request lines, JSON, SQL,
 tracebacks, some CJK / accented names / emoji), cut to 2,000 tokens with cl100k_base.
 Contenders, each run the same number of times (best kept), in one process:
@@ -117,7 +123,18 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     ap.add_argument("--runs", type=int, default=3, help="runs per contender (best kept)")
     ap.add_argument("--label", default="", help="build label for the header, e.g. 'release'")
+    ap.add_argument("--one", help="run only this contender once ('none': nothing), for callgrind")
+    ap.add_argument("--size", default="10MB", choices=list(SIZES), help="with --one")
     args = ap.parse_args()
+    if args.one:
+        text = b.log_text(1_000_000) * (SIZES[args.size] // 1_000_000)
+        warm = text[:10_000]  # every contender's vocabulary loaded in the baseline too
+        rows = dict(contenders(text, b.counter(), b.tiktoken_encoding()))
+        for fn in dict(contenders(warm, b.counter(), b.tiktoken_encoding())).values():
+            fn()
+        if args.one != "none":
+            rows[args.one]()
+        return
 
     enc = b.tiktoken_encoding()
     c = b.counter()

@@ -91,6 +91,33 @@ def test_a_marker_showing_the_count_gets_the_exact_count() -> None:
     assert raw.text == head + wf.DEFAULT_MARKER.replace("{omitted}", str(omitted)) + tail
 
 
+PATHOLOGICAL = {
+    "spaces": ("a" + " " * 997 + "\n") * 400,
+    "contractions": "we'll they're I'M don't 's 'll 've " * 3000,
+    "digits": "1234567890" * 20000,
+    "crlf": "line\r\n\r\n  \t\r\n" * 5000,
+    "cjk": "上下文窗口需要精确计数，工具输出往往是最大的部分。" * 3000,
+    "one_word": "x" * 300_000,
+    "mixed": log(6000, seed=7),
+}
+
+
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_cut_without_the_total_is_exact_and_maximal_by_tiktoken(name: str, direction: str) -> None:
+    """The walk reads windows from the kept end and trusts a piece only once the pieces after
+    it have started: the kept text re-counted by tiktoken is within the limit and within two
+    tokens of it, on texts whose pieces are long or depend on what follows."""
+    text = PATHOLOGICAL[name]
+    enc = tiktoken_cl100k()
+    t = truncate(text, 2000, direction=direction, counter=CL100K, marker="")
+    assert t.truncated and t.text == text[: t.head_end] + text[t.tail_start :]
+    n = len(enc.encode_ordinary(t.text))
+    assert n == t.tokens <= 2000
+    assert n >= 1998 or name == "one_word", n
+    assert t.original_tokens == len(enc.encode_ordinary(text))
+
+
 def test_fitting_text_reports_its_counts() -> None:
     text = log(50)
     raw = _core.truncate_text(CL100K, text, max_tokens=10**6, marker=BARE)
