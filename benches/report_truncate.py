@@ -159,14 +159,17 @@ def main() -> None:
     )
     names = list(next(iter(results.values())))
     sizes = list(results)
-    print("| contender | " + " | ".join(sizes) + " | vs toktok (" + sizes[-1] + ") |")
-    print("|---|" + "---:|" * (len(sizes) + 1))
     tok = "toktok-rs `truncate` (head + total)"
+    heads = " | ".join(sizes) + " | " + " | ".join(f"vs toktok, {s}" for s in sizes)
+    print(f"| contender | {heads} |")
+    print("|---|" + "---:|" * (2 * len(sizes)))
     for name in names:
         cells = " | ".join(fmt(results[s][name]) for s in sizes)
-        last = results[sizes[-1]]
-        ratio = f"{last[tok] / last[name]:,.1f}x" if tok in last else "—"
-        print(f"| {name} | {cells} | {ratio} |")
+        ratios = " | ".join(
+            f"{results[s][tok] / results[s][name]:,.1f}x" if tok in results[s] else "—"
+            for s in sizes
+        )
+        print(f"| {name} | {cells} | {ratios} |")
     if len(sizes) > 1:
         first, last = sizes[0], sizes[-1]
         grow = SIZES[last] / SIZES[first]
