@@ -487,6 +487,7 @@ class ObservationTruncator:
             head_ratio=self.head_ratio,
             max_lines=lim.lines,
             max_bytes=lim.bytes,
+            count_total=True,  # the stats report the whole output's tokens: count it in the cut
         )
 
     def _plain_notes(self, job: _Job, path: str | None) -> list[Callable[[str, int | None], str]]:
