@@ -28,9 +28,8 @@ from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import UnknownModelError, get_model
-from windowfit.observation import ObservationTruncator
+from windowfit.observation import DEFAULT_DIRECTION, ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
-from windowfit.truncation import DEFAULT_DIRECTION
 
 __all__ = ["ENV_VARS", "Settings"]
 
