@@ -1,11 +1,32 @@
-"""Print the truncation benchmark as a markdown table (benches/RESULTS.md, section "Truncation").
+"""Print the truncation benchmark as markdown tables (benches/RESULTS.md, section "Truncation").
 
-    .venv/bin/python benches/report_truncate.py                  # 100 KB .. 100 MB
-    .venv/bin/python benches/report_truncate.py --sizes 100KB 10MB --label release
+    make release
+    .venv/bin/python benches/report_truncate.py                      # 1 MB, 10 MB, 100 MB
+    .venv/bin/python benches/report_truncate.py --sizes 1MB 10MB --runs 3 --label release
 
-The workload and the two sides are described in bench_truncate.py. Times are the best of
-several runs (5 up to 10 MB; at 100 MB windowfit 2 and tiktoken 1). Each size also checks that
-windowfit and tiktoken keep the same head. Progress goes to stderr, the table to stdout.
+Instruction counts, repeatable under load (each contender once, minus the same script with
+nothing cut: ``--one none``):
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        .venv/bin/python benches/report_truncate.py --one "windowfit head" --size 10MB
+
+Input: the deterministic service log of bench_truncate.py (request lines, JSON, SQL,
+tracebacks, some CJK / accented names / emoji), cut to 2,000 tokens with cl100k_base.
+Contenders, each run the same number of times (best kept), in one process:
+
+* windowfit ``wf.truncate`` (counter cache off) in every direction, with a marker that does not
+  show the omitted count (``"\\n…\\n"``; ``""`` for the head rows compared with toktok, which
+  has no marker) so the whole input is never counted, then the same with ``count_total=True``
+  (the exact count of the whole input, as toktok returns it), with ``lines=True``, and with the
+  default marker (which shows the count, so it costs the count);
+* toktok-rs ``toktok.truncate(text, 2000, "cl100k_base")``: head only, returns the kept text and
+  the whole input's count (one pass, no ids);
+* tiktoken ``encode_ordinary`` + slice + ``decode`` (head).
+
+Before timing, toktok's kept text is checked against windowfit's bare head and tiktoken's
+count of it, and its total against windowfit's exact count (itself checked against tiktoken
+in the test suite). Threads: windowfit's whole-input count runs on every core (rayon, all
+CPUs); the cut itself, toktok and tiktoken use one thread. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -14,7 +35,6 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +43,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_truncate as b
-from windowfit.observation import ObservationTruncator
+from windowfit.truncation import DEFAULT_MARKER, truncate
+
+LIMIT = b.MAX_TOKENS
+BARE = "\n…\n"
+SIZES = {"1MB": 1_000_000, "10MB": 10_000_000, "100MB": 100_000_000}
 
 
 def best(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
@@ -36,72 +60,127 @@ def best(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
     return t, out
 
 
-def fmt(s: float | None) -> str:
-    if s is None:
-        return "—"
-    return f"{s * 1e3:,.1f} ms" if s < 1 else f"{s:,.2f} s"
+def fmt(s: float) -> str:
+    return f"{s * 1e3:,.2f} ms" if s < 1 else f"{s:,.2f} s"
 
 
-def measure(label: str, size: int, enc: Any) -> tuple:
-    """One row: (size label, MB, tokens, windowfit, tiktoken, count pass, observation)."""
-    text = b.log_text(size)
-    mb = len(text.encode()) / 1e6
-    big = size >= 50_000_000
-    c = b.counter()
-    wf_t, t = best(lambda: b.windowfit_cut(text, c), 2 if big else 5)
-    tk_t, tk = best(lambda: b.tiktoken_cut(text, enc), 1 if big else 5)
-    b.same_cut(t, tk, text)
-    count_t, n = best(lambda: c.count(text), 2 if big else 5)
-    assert n == t.original_tokens
-    with tempfile.TemporaryDirectory() as d:
-        ot = ObservationTruncator(
-            max_lines=None,
-            max_bytes=None,
-            max_tokens=b.MAX_TOKENS,
-            direction="head_tail",
-            output_dir=d,
-            counter=c,
+def contenders(text: str, c: Any, enc: Any) -> list[tuple[str, Callable[[], Any]]]:
+    def wf(direction: str, marker: str = BARE, **kw: Any) -> Callable[[], Any]:
+        return lambda: truncate(text, LIMIT, direction=direction, counter=c, marker=marker, **kw)
+
+    rows: list[tuple[str, Callable[[], Any]]] = [
+        ("windowfit head", wf("head", "")),
+        ("windowfit tail", wf("tail")),
+        ("windowfit head_tail", wf("head_tail")),
+        ("windowfit head, lines=True", wf("head", "", lines=True)),
+        ("windowfit tail, lines=True", wf("tail", lines=True)),
+        ("windowfit head, count_total=True", wf("head", "", count_total=True)),
+        ("windowfit head_tail, count_total=True", wf("head_tail", count_total=True)),
+        ("windowfit head_tail, default marker (shows the count)", wf("head_tail", DEFAULT_MARKER)),
+    ]
+    try:
+        import toktok
+
+        rows.append(
+            (
+                "toktok-rs `truncate` (head + total)",
+                lambda: toktok.truncate(text, LIMIT, "cl100k_base"),
+            )
         )
-        ot_t, r = best(lambda: ot.truncate("read_log", text), 2 if big else 5)
-        assert r["stats"]["kept_tokens"] <= b.MAX_TOKENS
-    print(
-        f"  {label}: windowfit {fmt(wf_t)}, tiktoken {fmt(tk_t)}, {tk_t / wf_t:.1f}x",
-        file=sys.stderr,
+    except ImportError:
+        print("  toktok-rs not installed: its rows are left out", file=sys.stderr)
+    rows.append(
+        (
+            "tiktoken encode + slice + decode (head)",
+            lambda: enc.decode(enc.encode_ordinary(text)[:LIMIT]),
+        )
     )
-    return label, mb, t.original_tokens, wf_t, tk_t, count_t, ot_t
+    return rows
+
+
+def check_peers(text: str, c: Any, enc: Any) -> None:
+    """toktok keeps the same head as windowfit, within the limit by tiktoken, and reports the
+    exact total; windowfit's head is within the limit by tiktoken and maximal to a cluster."""
+    head = truncate(text, LIMIT, direction="head", counter=c, marker="", count_total=True)
+    assert len(enc.encode_ordinary(head.text)) == head.tokens <= LIMIT
+    try:
+        import toktok
+    except ImportError:
+        return
+    kept, total = toktok.truncate(text, LIMIT, "cl100k_base")
+    assert total == head.original_tokens, ("toktok total", total, head.original_tokens)
+    assert len(enc.encode_ordinary(kept)) <= LIMIT
+    short, long_ = sorted((kept, head.text), key=len)
+    assert text.startswith(long_) and long_.startswith(short) and len(long_) - len(short) <= 16, (
+        "toktok and windowfit keep different heads"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--sizes", nargs="*", default=list(b.SIZES), choices=list(b.SIZES))
+    ap.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
+    ap.add_argument("--runs", type=int, default=3, help="runs per contender (best kept)")
     ap.add_argument("--label", default="", help="build label for the header, e.g. 'release'")
+    ap.add_argument("--one", help="run only this contender once ('none': nothing), for callgrind")
+    ap.add_argument("--size", default="10MB", choices=list(SIZES), help="with --one")
     args = ap.parse_args()
+    if args.one:
+        text = b.log_text(1_000_000) * (SIZES[args.size] // 1_000_000)
+        warm = text[:10_000]  # every contender's vocabulary loaded in the baseline too
+        rows = dict(contenders(text, b.counter(), b.tiktoken_encoding()))
+        for fn in dict(contenders(warm, b.counter(), b.tiktoken_encoding())).values():
+            fn()
+        if args.one != "none":
+            rows[args.one]()
+        return
 
     enc = b.tiktoken_encoding()
-    enc.encode_ordinary("warm up the regex " * 100)
-    rows = [measure(s, b.SIZES[s], enc) for s in args.sizes]
+    c = b.counter()
+    results: dict[str, dict[str, float]] = {}
+    for size in args.sizes:
+        text = b.log_text(SIZES[size])
+        check_peers(text, c, enc)
+        results[size] = {}
+        for name, fn in contenders(text, c, enc):
+            t, _ = best(fn, args.runs)
+            results[size][name] = t
+            print(f"  {size} {name}: {fmt(t)}", file=sys.stderr)
 
     label = f" ({args.label} build)" if args.label else ""
+    load = os.getloadavg()[0]
     print(f"### Truncation{label}\n")
     print(
-        f"A service log (deterministic, bench_truncate.py) cut to {b.MAX_TOKENS:,} tokens head + tail "
-        f'with cl100k_base: `wf.truncate(text, {b.MAX_TOKENS}, direction="head_tail")` (counter cache '
-        "off) vs tiktoken `encode_ordinary` + slice the first and last 1,000 ids + `decode`. "
-        "Both keep the same head (checked). *count pass*: `Counter.count(text)` alone, the floor of "
-        "a cut that reports the exact original count. *ObservationTruncator*: the same cut plus "
-        "the note and the full output written (fsynced) to a file. Best of 5 runs (100 MB: 2, "
-        f"tiktoken 1). Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs.\n"
+        f"A service log cut to {LIMIT:,} tokens (cl100k_base), best of {args.runs} runs per "
+        f"contender, Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {load:.1f} at the end. *vs toktok*: toktok's time / "
+        "this row's (above 1: faster than toktok).\n"
     )
-    print(
-        "| output | tokens | windowfit | tiktoken | speedup | windowfit MB/s | count pass | ObservationTruncator |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for lab, mb, tokens, wf_t, tk_t, count_t, ot_t in rows:
+    names = list(next(iter(results.values())))
+    sizes = list(results)
+    tok = "toktok-rs `truncate` (head + total)"
+    heads = " | ".join(sizes) + " | " + " | ".join(f"vs toktok, {s}" for s in sizes)
+    print(f"| contender | {heads} |")
+    print("|---|" + "---:|" * (2 * len(sizes)))
+    for name in names:
+        cells = " | ".join(fmt(results[s][name]) for s in sizes)
+        ratios = " | ".join(
+            f"{results[s][tok] / results[s][name]:,.1f}x" if tok in results[s] else "—"
+            for s in sizes
+        )
+        print(f"| {name} | {cells} | {ratios} |")
+    if len(sizes) > 1:
+        first, last = sizes[0], sizes[-1]
+        grow = SIZES[last] / SIZES[first]
         print(
-            f"| {lab} ({mb:,.1f} MB) | {tokens:,} | {fmt(wf_t)} | {fmt(tk_t)} | {tk_t / wf_t:,.1f}x "
-            f"| {mb / wf_t:,.0f} | {fmt(count_t)} | {fmt(ot_t)} |"
+            f"\nFlat in the input's size: from {first} to {last} ({grow:,.0f}x the input), "
+            + ", ".join(
+                f"{n.removeprefix('windowfit ')} {results[last][n] / results[first][n]:,.1f}x"
+                for n in names
+                if n.startswith("windowfit") and "count" not in n
+            )
+            + "."
         )
 
 

@@ -168,7 +168,9 @@ def filled(marker: str, t: Truncation) -> str:
 def _index_unit() -> str:
     """What ``head_end``/``tail_start`` count in this build: ``"chars"`` (code points, the
     rule, checked below) or ``"bytes"`` (UTF-8 offsets), so that ``parts`` can use them."""
-    t = truncate("é" * 50, 5, counter=wf.Counter(encoding="cl100k_base"), marker="")
+    t = truncate(
+        "é" * 50, 5, counter=wf.Counter(encoding="cl100k_base"), marker="", direction="head"
+    )
     return "chars" if t.head_end == len(t.text) else "bytes"
 
 

@@ -49,7 +49,7 @@ from windowfit.store import (
     open_store,
 )
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
-from windowfit.truncation import DEFAULT_MARKER, Truncation, truncate
+from windowfit.truncation import DEFAULT_DIRECTION, DEFAULT_MARKER, Truncation, truncate
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     # truncation
     "truncate",
     "Truncation",
+    "DEFAULT_DIRECTION",
     "DEFAULT_MARKER",
     "ObservationTruncator",
     "compact_json",

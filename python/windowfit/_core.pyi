@@ -35,6 +35,7 @@ __all__ = [
     "truncate_text",
     "count_lines",
     "DEFAULT_MARKER",
+    "DEFAULT_DIRECTION",
     "_message_keys",
     "_memo_stats",
     "BudgetError",
@@ -50,6 +51,7 @@ __version__: str
 ENCODINGS: tuple[str, ...]
 
 DEFAULT_MARKER: str
+DEFAULT_DIRECTION: Literal["head", "tail", "head_tail"]
 
 @disjoint_base
 class Counter:
@@ -156,13 +158,17 @@ class TruncateOutcome:
     @property
     def truncated(self) -> bool: ...
     @property
-    def original_tokens(self) -> int: ...
+    def original_tokens(self) -> int | None: ...
     @property
     def tokens(self) -> int: ...
     @property
-    def omitted_tokens(self) -> int: ...
+    def omitted_tokens(self) -> int | None: ...
     @property
-    def original_lines(self) -> int: ...
+    def head_tokens(self) -> int: ...
+    @property
+    def tail_tokens(self) -> int: ...
+    @property
+    def original_lines(self) -> int | None: ...
     @property
     def kept_lines(self) -> int: ...
     @property
@@ -206,9 +212,11 @@ def truncate_text(
     max_tokens: int | None = None,
     max_lines: int | None = None,
     max_bytes: int | None = None,
-    direction: Literal["head", "tail", "head_tail"] = "head",
+    direction: Literal["head", "tail", "head_tail"] | None = None,
     marker: str = ...,
     head_ratio: float = 0.5,
+    lines: bool = False,
+    count_total: bool = False,
 ) -> TruncateOutcome: ...
 def _message_keys(counter: Counter, message: Mapping[str, Any]) -> tuple[int | None, int]: ...
 def _memo_stats() -> tuple[int, int]: ...

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from windowfit import _core
 from windowfit._validate import count_arg
@@ -43,14 +43,20 @@ from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     pick_key_fields,
 )
 from windowfit.counting import Counter, resolve_counter
-from windowfit.truncation import DEFAULT_MARKER, Direction, Truncation, truncate
+from windowfit.truncation import (
+    DEFAULT_DIRECTION,
+    DEFAULT_MARKER,
+    DIRECTIONS,
+    Direction,
+    Truncation,
+    truncate,
+)
 from windowfit.truncation import _limit as check_limit
 
 __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
 
 logger = logging.getLogger(__name__)
 
-DIRECTIONS: tuple[str, ...] = ("head", "tail", "head_tail")
 
 #: Longest tool-name part of a saved file's name (the suffix adds ~40 characters).
 MAX_NAME_CHARS = 64
@@ -213,7 +219,7 @@ class ObservationTruncator:
         max_lines: int | None = 2000,
         max_bytes: int | None = 51200,
         max_tokens: int | None = None,
-        direction: str = "head",
+        direction: str = DEFAULT_DIRECTION,
         output_dir: str | os.PathLike[str] | None = "tool-output",
         counter: Counter | None = None,
         model: str | None = None,
@@ -240,7 +246,7 @@ class ObservationTruncator:
             or not (0.0 <= head_ratio <= 1.0)
         ):
             raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
-        self.direction: Direction = cast(Direction, direction)
+        self.direction: Direction = direction
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
         self.output_dir = Path(output_dir) if output_dir is not None else None
@@ -528,6 +534,7 @@ class ObservationTruncator:
             head_ratio=self.head_ratio,
             max_lines=lim.lines,
             max_bytes=lim.bytes,
+            count_total=True,  # the stats report the whole output's tokens: count it in the cut
         )
 
     def _plain_notes(self, job: _Job, path: str | None) -> list[Callable[[str, int | None], str]]:

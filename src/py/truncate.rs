@@ -14,10 +14,13 @@ use crate::truncate::{self, Direction, Limits, TruncateOptions};
 pub struct PyTruncateOutcome {
     text: String,
     truncated: bool,
-    original_tokens: usize,
+    /// `None` unless counted (see `truncate::Truncation`): Python counts it on first access.
+    original_tokens: Option<usize>,
     tokens: usize,
-    omitted_tokens: usize,
-    original_lines: usize,
+    omitted_tokens: Option<usize>,
+    head_tokens: usize,
+    tail_tokens: usize,
+    original_lines: Option<usize>,
     kept_lines: usize,
     original_bytes: usize,
     kept_bytes: usize,
@@ -37,8 +40,8 @@ impl PyTruncateOutcome {
 /// Cut `text` to the limits (tokens by `counter`, lines, bytes: the tightest wins), keeping
 /// its head, tail or both around `marker`. Arguments come checked from `windowfit.truncate`.
 #[pyfunction]
-#[pyo3(signature = (counter, text, *, max_tokens=None, max_lines=None, max_bytes=None, direction="head",
-                    marker=truncate::DEFAULT_MARKER, head_ratio=0.5))]
+#[pyo3(signature = (counter, text, *, max_tokens=None, max_lines=None, max_bytes=None, direction=None,
+                    marker=truncate::DEFAULT_MARKER, head_ratio=0.5, lines=false, count_total=false))]
 #[allow(clippy::too_many_arguments)]
 fn truncate_text(
     py: Python<'_>,
@@ -47,29 +50,35 @@ fn truncate_text(
     max_tokens: Option<usize>,
     max_lines: Option<usize>,
     max_bytes: Option<usize>,
-    direction: &str,
+    direction: Option<&str>,
     marker: &str,
     head_ratio: f64,
+    lines: bool,
+    count_total: bool,
 ) -> PyResult<PyTruncateOutcome> {
     let counter = counter.get().inner.clone();
+    let chars = text.len()?;
     let text = extract_text(text, "text")?;
-    let direction: Direction = direction.parse()?;
+    let direction: Direction = direction.map_or(Ok(truncate::DEFAULT_DIRECTION), str::parse)?;
     let scale = if counter.is_exact() { 1.0 } else { counter.calibration() };
     let limits = Limits { max_tokens, max_lines, max_bytes };
     let t = guarded("truncate", || {
         py.detach(|| {
-            let opts = TruncateOptions { direction, marker, head_ratio };
+            let opts = TruncateOptions { direction, marker, head_ratio, lines, count_total };
             truncate::truncate_calibrated(counter.backend().as_ref(), text.as_ref(), &limits, &opts, scale)
         })
         .map_err(PyErr::from)
     })?;
-    let (head_end, tail_start) = t.char_bounds(text.as_ref());
+    // A lone surrogate became one U+FFFD: the char count is Python's `len`.
+    let (head_end, tail_start) = t.char_bounds(text.as_ref(), chars);
     Ok(PyTruncateOutcome {
         text: t.text,
         truncated: t.truncated,
         original_tokens: t.original_tokens,
         tokens: t.tokens,
         omitted_tokens: t.omitted_tokens,
+        head_tokens: t.head_tokens,
+        tail_tokens: t.tail_tokens,
         original_lines: t.original_lines,
         kept_lines: t.kept_lines,
         original_bytes: t.original_bytes,
@@ -93,5 +102,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(truncate_text, m)?)?;
     m.add_function(wrap_pyfunction!(count_lines, m)?)?;
     m.add("DEFAULT_MARKER", truncate::DEFAULT_MARKER)?;
+    m.add("DEFAULT_DIRECTION", truncate::DEFAULT_DIRECTION.as_str())?;
     Ok(())
 }

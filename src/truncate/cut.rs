@@ -10,7 +10,17 @@ pub(super) struct Ctx<'t> {
     pub(super) has_pieces: bool,
     /// The whole text's ids (exact backend without pieces).
     pub(super) whole_ids: Option<Vec<u32>>,
-    pub(super) original_tokens: usize,
+    /// The whole text's token count, once something needed it.
+    pub(super) total: std::cell::OnceCell<usize>,
+    /// Cut at whole lines only.
+    pub(super) lines: bool,
+}
+
+impl Ctx<'_> {
+    /// The whole text's token count, counted on first use.
+    pub(super) fn total(&self) -> usize {
+        *self.total.get_or_init(|| count_text(self.backend, self.text))
+    }
 }
 
 /// One pre-tokenizer piece `text[start..end]` with its token count `cnt`; `before` is the tokens
@@ -102,7 +112,7 @@ impl Side {
         self.whole = true;
         self.cache.clear();
         let len = ctx.text.len();
-        self.spans = vec![Span { start: 0, end: len, before: 0, cnt: ctx.original_tokens }];
+        self.spans = vec![Span { start: 0, end: len, before: 0, cnt: ctx.total() }];
     }
 
     /// Walk head pieces until one crosses `t` tokens or reaches `bound`. Pieces come from
@@ -174,6 +184,31 @@ impl Side {
     /// The cut keeping the most text within `bound` whose walked tokens are at most `t`, and
     /// those tokens. The cut is moved out of a short cluster (head: back, tail: forward).
     pub(super) fn point(&mut self, ctx: &Ctx<'_>, t: usize) -> (usize, usize) {
+        let (cut, est) = self.point_any(ctx, t);
+        if !ctx.lines {
+            return (cut, est);
+        }
+        let text = ctx.text;
+        let snapped = if self.tail { line_start_at_or_after(text, cut) } else { line_start_at_or_before(text, cut) };
+        (snapped, self.walked_before(snapped).min(est))
+    }
+
+    /// Walked tokens of the pieces wholly kept by a cut at `pos` (an estimate of its tokens).
+    pub(super) fn walked_before(&self, pos: usize) -> usize {
+        if !self.limited {
+            return 0;
+        }
+        let tail = self.tail;
+        // Spans are in walk order: from the start (head) or from the end (tail).
+        let n = self.spans.partition_point(|s| if tail { s.start >= pos } else { s.end <= pos });
+        match n {
+            0 => 0,
+            n => self.spans[n - 1].before + self.spans[n - 1].cnt,
+        }
+    }
+
+    /// [`Side::point`] at any char boundary (not only at line starts).
+    pub(super) fn point_any(&mut self, ctx: &Ctx<'_>, t: usize) -> (usize, usize) {
         let text = ctx.text;
         let bound = self.bound;
         if !self.limited {
@@ -447,7 +482,8 @@ pub(super) struct Rendered {
     pub(super) text: String,
     pub(super) tokens: usize,
     pub(super) lines: usize,
-    pub(super) omitted: usize,
+    /// `None` when the whole text's count was not needed.
+    pub(super) omitted: Option<usize>,
     pub(super) head_tokens: usize,
     pub(super) tail_tokens: usize,
 }
@@ -485,11 +521,16 @@ impl Cutter<'_, '_> {
         };
         let head_tokens = count(head);
         let tail_tokens = count(tail);
-        let omitted = ctx.original_tokens.saturating_sub(head_tokens.saturating_add(tail_tokens));
+        // The whole count is forced only by a marker that shows it.
+        let total = match self.marker {
+            Some(m) if m.contains(OMITTED_PLACEHOLDER) => Some(ctx.total()),
+            _ => ctx.total.get().copied(),
+        };
+        let omitted = total.map(|n| n.saturating_sub(head_tokens.saturating_add(tail_tokens)));
         let mut out = String::with_capacity(a + tail.len() + self.marker.map_or(0, |m| m.len() + 20));
         out.push_str(head);
         if let Some(m) = self.marker {
-            push_marker(&mut out, m, omitted);
+            push_marker(&mut out, m, omitted.unwrap_or(0));
         }
         out.push_str(tail);
         Rendered { tokens: count(&out), lines: count_lines(&out), text: out, omitted, head_tokens, tail_tokens }
@@ -704,12 +745,13 @@ impl Cutter<'_, '_> {
     /// The cut one cluster further out, if the side's bound allows it.
     pub(super) fn grown_by_cluster(&self, tail: bool, r: &Rendered) -> Option<(usize, usize, usize)> {
         let text = self.ctx.text;
+        let lines = self.ctx.lines;
         if tail {
-            let b = prev_cluster(text, self.b);
+            let b = if lines { prev_line_start(text, self.b) } else { prev_cluster(text, self.b) };
             let est = self.est_b + 1 + r.tail_tokens.saturating_sub(self.est_b);
             (self.b > self.a && b >= self.tail.bound && b >= self.a).then_some((self.a, b, est))
         } else {
-            let a = next_cluster(text, self.a);
+            let a = if lines { next_line_start(text, self.a) } else { next_cluster(text, self.a) };
             let est = self.est_a + 1 + r.head_tokens.saturating_sub(self.est_a);
             (self.a < self.b && a <= self.head.bound && a <= self.b).then_some((a, self.b, est))
         }

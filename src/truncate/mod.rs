@@ -20,13 +20,21 @@
 //! - `HeadTail` gives the head `head_ratio` of the room (tokens, lines and bytes left after the
 //!   marker) and the tail the rest; room one side leaves unused goes to the other.
 //!
-//! Cost: one counting pass over the whole text (for the exact `original_tokens`; see
-//! [`count_text`], parallel for long texts) plus work proportional to what is kept. The cut is
+//! Cost follows the output, not the input. Whether the text already fits is decided with
+//! `count_until` (reading at most `max_tokens` tokens) and a bounded newline scan; the cut is
 //! found by walking pre-tokenizer pieces from the front (head) or from a window near the end
 //! (tail), encoding only the piece that crosses the cut; the small candidate result is then
 //! re-counted exactly, the cut backs off if tokens merge differently across a seam, and grows
-//! again into any room left. Backends without pieces: exact ones encode the whole text once
-//! (that is the counting pass), estimates search char boundaries with `count`.
+//! again into any room left. The whole text's token count (`original_tokens`, and so
+//! `omitted_tokens`) is computed only when asked for ([`TruncateOptions::count_total`]) or when
+//! the marker shows it (`{omitted}`, as [`DEFAULT_MARKER`] does): then one counting pass over the
+//! whole text, in parallel chunks for long texts ([`count_text`]). Otherwise those fields are
+//! `None` and a caller that wants them later counts the input itself (the Python result does so
+//! on first access). Backends without pieces: exact ones encode the whole text once (that is
+//! the counting pass), estimates search char boundaries with `count`.
+//!
+//! `lines: true` cuts at whole lines only: the head ends just after a `'\n'`, the tail starts
+//! just after one (or at the text's start), within the same limits.
 
 use std::fmt;
 use std::str::FromStr;
@@ -51,7 +59,9 @@ pub const DEFAULT_MARKER: &str = "\n…[{omitted} tokens omitted]…\n";
 /// The placeholder a marker may contain.
 pub const OMITTED_PLACEHOLDER: &str = "{omitted}";
 
-/// Which part of the text to keep.
+/// Which part of the text to keep. The default, [`DEFAULT_DIRECTION`], is the one default of
+/// every truncating entry point (Python `truncate`, `ObservationTruncator`, the manager's
+/// tool-output cap, the CLI).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Direction {
     /// Keep a prefix; the marker follows it.
@@ -62,6 +72,11 @@ pub enum Direction {
     /// Keep a prefix and a suffix with the marker between them.
     HeadTail,
 }
+
+/// The direction every truncating entry point uses unless told otherwise: the head, as an
+/// observation truncator shows a tool's output (read from the start; the saved full output
+/// holds the rest) and as only a head cut can stop reading early on a stream.
+pub const DEFAULT_DIRECTION: Direction = Direction::Head;
 
 impl Direction {
     pub fn as_str(self) -> &'static str {
@@ -121,11 +136,29 @@ pub struct TruncateOptions<'a> {
     /// `HeadTail` only: the share of the room (tokens, lines, bytes) given to the head, in
     /// `[0, 1]`. Room the head does not use goes to the tail.
     pub head_ratio: f64,
+    /// Cut only at whole lines: the kept head ends after a `'\n'`, the kept tail starts after one.
+    pub lines: bool,
+    /// Count the whole input (`original_tokens`, `omitted_tokens`, `original_lines`) even when
+    /// the marker does not show it: one more pass over the whole text.
+    pub count_total: bool,
 }
 
 impl Default for TruncateOptions<'_> {
     fn default() -> Self {
-        TruncateOptions { direction: Direction::Head, marker: DEFAULT_MARKER, head_ratio: 0.5 }
+        TruncateOptions {
+            direction: DEFAULT_DIRECTION,
+            marker: DEFAULT_MARKER,
+            head_ratio: 0.5,
+            lines: false,
+            count_total: false,
+        }
+    }
+}
+
+impl TruncateOptions<'_> {
+    /// Whether the marker shows the omitted count, so a cut needs the whole text's count.
+    pub fn marker_needs_total(&self) -> bool {
+        self.marker.contains(OMITTED_PLACEHOLDER)
     }
 }
 
@@ -136,14 +169,20 @@ pub struct Truncation {
     pub text: String,
     /// False iff `text` is the input unchanged (it fit every limit).
     pub truncated: bool,
-    /// `backend.count(input)`.
-    pub original_tokens: usize,
+    /// `backend.count(input)`; `None` when it was not needed (a cut whose marker does not show
+    /// it, without `count_total`).
+    pub original_tokens: Option<usize>,
     /// `backend.count(text)` (marker included).
     pub tokens: usize,
-    /// `original_tokens - count(kept head) - count(kept tail)`, each part counted alone,
-    /// saturating at 0; the number written into the marker. 0 when not truncated.
-    pub omitted_tokens: usize,
-    pub original_lines: usize,
+    /// `original_tokens - head_tokens - tail_tokens`, saturating at 0; the number written into
+    /// the marker. `Some(0)` when not truncated, `None` when `original_tokens` is.
+    pub omitted_tokens: Option<usize>,
+    /// `backend.count(input[..head_end])` and `backend.count(input[tail_start..])`, each part
+    /// counted alone (0 when not truncated).
+    pub head_tokens: usize,
+    pub tail_tokens: usize,
+    /// `count_lines(input)`; `None` when not needed (as `original_tokens`).
+    pub original_lines: Option<usize>,
     /// `count_lines(text)` (marker included).
     pub kept_lines: usize,
     pub original_bytes: usize,
@@ -159,12 +198,13 @@ pub struct Truncation {
 }
 
 impl Truncation {
-    /// `head_end` and `tail_start` in chars of `input` (the text this was cut from), for
-    /// callers that index strings by character (Python) rather than by byte.
-    pub fn char_bounds(&self, input: &str) -> (usize, usize) {
+    /// `head_end` and `tail_start` in chars of `input` (the text this was cut from, `chars`
+    /// chars long), for callers that index strings by character (Python) rather than by byte.
+    /// Reads only the kept parts: the tail is counted back from the end.
+    pub fn char_bounds(&self, input: &str, chars: usize) -> (usize, usize) {
         let head = input.get(..self.head_end).map_or(0, |h| h.chars().count());
-        let tail = head + input.get(self.head_end..self.tail_start).map_or(0, |m| m.chars().count());
-        (head, tail)
+        let tail = chars - input.get(self.tail_start..).map_or(0, |t| t.chars().count());
+        (head, tail.max(head))
     }
 }
 
@@ -186,9 +226,11 @@ pub fn truncate_calibrated(
     let raw = Limits { max_tokens: limits.max_tokens.map(|m| (m as f64 / scale).floor() as usize), ..*limits };
     let mut t = truncate(backend, text, &raw, opts)?;
     let scaled = |n: usize| (n as f64 * scale).ceil() as usize;
-    t.original_tokens = scaled(t.original_tokens);
+    t.original_tokens = t.original_tokens.map(scaled);
     t.tokens = scaled(t.tokens);
-    t.omitted_tokens = scaled(t.omitted_tokens);
+    t.omitted_tokens = t.omitted_tokens.map(scaled);
+    t.head_tokens = scaled(t.head_tokens);
+    t.tail_tokens = scaled(t.tail_tokens);
     Ok(t)
 }
 
@@ -214,39 +256,30 @@ pub fn truncate(backend: &dyn Backend, text: &str, limits: &Limits, opts: &Trunc
         return Err(Error::Value(format!("head_ratio must be between 0 and 1, got {ratio}")));
     }
     let len = text.len();
-    let original_lines = count_lines(text);
     let has_pieces = backend.pieces("").is_some();
 
-    // Without pieces an exact backend's cut comes from the whole text's ids; encoding once
-    // gives the count too, so it is still a single pass.
-    let mut whole_ids = None;
-    let original_tokens = if !has_pieces && backend.is_exact() && limits.max_tokens.is_some() {
-        match backend.encode(text) {
-            Ok(ids) => {
-                let n = ids.len();
-                whole_ids = Some(ids);
-                n
-            }
-            Err(_) => backend.count(text),
-        }
-    } else if has_pieces {
-        count_text(backend, text)
-    } else {
-        backend.count(text)
-    };
-
-    let fits = limits.max_tokens.is_none_or(|t| original_tokens <= t)
-        && limits.max_lines.is_none_or(|l| original_lines <= l)
-        && limits.max_bytes.is_none_or(|b| len <= b);
+    // Does it fit? Bytes are free, lines and tokens are read only up to their limit.
+    let mut known_tokens = None;
+    let fits = limits.max_bytes.is_none_or(|b| len <= b)
+        && limits.max_lines.is_none_or(|l| lines_at_most(text, l))
+        && limits.max_tokens.is_none_or(|t| {
+            known_tokens = backend.count_until(text, t);
+            known_tokens.is_some()
+        });
     if fits {
+        // The result is the input: counting it is counting the output.
+        let n = known_tokens.unwrap_or_else(|| count_text(backend, text));
+        let lines = count_lines(text);
         return Ok(Truncation {
             text: text.to_owned(),
             truncated: false,
-            original_tokens,
-            tokens: original_tokens,
-            omitted_tokens: 0,
-            original_lines,
-            kept_lines: original_lines,
+            original_tokens: Some(n),
+            tokens: n,
+            omitted_tokens: Some(0),
+            head_tokens: 0,
+            tail_tokens: 0,
+            original_lines: Some(lines),
+            kept_lines: lines,
             original_bytes: len,
             kept_bytes: len,
             head_end: len,
@@ -255,12 +288,33 @@ pub fn truncate(backend: &dyn Backend, text: &str, limits: &Limits, opts: &Trunc
         });
     }
 
+    // Without pieces an exact backend's cut comes from the whole text's ids; encoding once
+    // gives the count too, so it is still a single pass. With pieces the whole count is taken
+    // only when the marker shows it or the caller asked.
+    let mut whole_ids = None;
+    let total = std::cell::OnceCell::new();
+    if !has_pieces && backend.is_exact() && limits.max_tokens.is_some() {
+        match backend.encode(text) {
+            Ok(ids) => {
+                let _ = total.set(ids.len());
+                whole_ids = Some(ids);
+            }
+            Err(_) => {
+                let _ = total.set(backend.count(text));
+            }
+        }
+    } else if opts.count_total || opts.marker_needs_total() {
+        let _ = total.set(count_text(backend, text));
+    }
+    let original_lines = opts.count_total.then(|| count_lines(text));
+
     // The marker is sized with the largest number it can show (nothing kept), so the room
-    // reserved for it is enough whatever is finally omitted.
+    // reserved for it is enough whatever is finally omitted. Without the total, its byte length
+    // bounds it (a byte-level tokenizer never makes more tokens than bytes).
     let mut marker = (!opts.marker.is_empty()).then_some(opts.marker);
     let (mut m_tokens, mut m_bytes, mut m_lines, mut m_newlines) = (0, 0, 0, 0);
     if let Some(m) = marker {
-        let full = fill_marker(m, original_tokens);
+        let full = fill_marker(m, total.get().copied().unwrap_or(len));
         m_bytes = full.len();
         m_lines = count_lines(&full);
         m_newlines = count_newlines(&full);
@@ -277,7 +331,7 @@ pub fn truncate(backend: &dyn Backend, text: &str, limits: &Limits, opts: &Trunc
     let room_tokens = limits.max_tokens.map(|t| t - m_tokens);
     let room_bytes = limits.max_bytes.map(|b| b - m_bytes);
 
-    let ctx = Ctx { backend, text, has_pieces, whole_ids, original_tokens };
+    let ctx = Ctx { backend, text, has_pieces, whole_ids, total, lines: opts.lines };
     let mut cut = Cutter {
         ctx: &ctx,
         limits,
@@ -333,9 +387,11 @@ pub fn truncate(backend: &dyn Backend, text: &str, limits: &Limits, opts: &Trunc
     let r = cut.fit();
     Ok(Truncation {
         truncated: true,
-        original_tokens,
+        original_tokens: ctx.total.get().copied(),
         tokens: r.tokens,
         omitted_tokens: r.omitted,
+        head_tokens: r.head_tokens,
+        tail_tokens: r.tail_tokens,
         original_lines,
         kept_lines: r.lines,
         original_bytes: len,

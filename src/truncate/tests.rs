@@ -41,6 +41,21 @@ impl Backend for Bpe {
     fn count_piece(&self, piece: &str) -> usize {
         self.tok.bpe.count(piece.as_bytes())
     }
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        count_until_by_pieces(self, text, limit)
+    }
+}
+
+/// `count_until` as a piece-by-piece backend does it: stop once past the limit.
+fn count_until_by_pieces(b: &dyn Backend, text: &str, limit: usize) -> Option<usize> {
+    let mut n = 0usize;
+    for piece in b.pieces(text)? {
+        n += b.count_piece(piece);
+        if n > limit {
+            return None;
+        }
+    }
+    Some(n)
 }
 
 /// Exact, no pieces: tiktoken-rs (the reference implementation).
@@ -206,6 +221,15 @@ impl<B: Backend> Backend for Metered<B> {
     fn count_piece(&self, piece: &str) -> usize {
         self.counted.fetch_add(piece.len(), Ordering::Relaxed);
         self.inner.count_piece(piece)
+    }
+    fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        match self.inner.pieces("") {
+            Some(_) => count_until_by_pieces(self, text, limit),
+            None => {
+                let n = self.count(text);
+                (n <= limit).then_some(n)
+            }
+        }
     }
 }
 
@@ -399,15 +423,27 @@ fn digits(n: usize) -> usize {
 fn check(backend: &dyn Backend, text: &str, limits: Limits, opts: TruncateOptions<'_>) -> Truncation {
     let ctx =
         format!("{} {:?} {:?} text={:?}", backend.name(), limits, opts, text.chars().take(200).collect::<String>());
-    let r = truncate(backend, text, &limits, &opts).unwrap_or_else(|e| panic!("{e} for {ctx}"));
+    let counted = TruncateOptions { count_total: true, ..opts };
+    let r = truncate(backend, text, &limits, &counted).unwrap_or_else(|e| panic!("{e} for {ctx}"));
+    // Without the whole count (unless the marker shows it) the cut is the same.
+    let lazy = TruncateOptions { count_total: false, ..opts };
+    let l = truncate(backend, text, &limits, &lazy).unwrap_or_else(|e| panic!("{e} for {ctx}"));
+    assert_eq!((&l.text, l.head_end, l.tail_start, l.tokens), (&r.text, r.head_end, r.tail_start, r.tokens), "{ctx}");
+    assert_eq!((l.head_tokens, l.tail_tokens, l.marker_used), (r.head_tokens, r.tail_tokens, r.marker_used), "{ctx}");
     let orig = backend.count(text);
-    assert_eq!(r.original_tokens, orig, "{ctx}");
+    // Counted only when needed (see without_the_total_the_work_follows_the_output_not_the_input),
+    // and then exact.
+    assert!(l.original_tokens.is_none_or(|n| n == orig), "{ctx}");
+    if l.truncated && opts.marker_needs_total() && l.marker_used {
+        assert_eq!(l.original_tokens, Some(orig), "{ctx}");
+    }
+    assert_eq!(r.original_tokens, Some(orig), "{ctx}");
     assert_eq!(r.original_bytes, text.len(), "{ctx}");
-    assert_eq!(r.original_lines, count_lines(text), "{ctx}");
+    assert_eq!(r.original_lines, Some(count_lines(text)), "{ctx}");
     if fits_all(backend, text, &limits) {
         assert!(!r.truncated, "{ctx}");
         assert_eq!(r.text, text, "{ctx}");
-        assert_eq!((r.tokens, r.omitted_tokens), (orig, 0), "{ctx}");
+        assert_eq!((r.tokens, r.omitted_tokens), (orig, Some(0)), "{ctx}");
         return r;
     }
     assert!(r.truncated, "{ctx}");
@@ -440,7 +476,10 @@ fn check(backend: &dyn Backend, text: &str, limits: Limits, opts: TruncateOption
     assert_eq!(r.marker_used, marker_fits, "{ctx}");
     let marker = r.marker_used.then_some(opts.marker);
     let (expected, omitted) = assemble(backend, text, a, b, marker);
-    assert_eq!(r.omitted_tokens, omitted, "{ctx}");
+    assert_eq!(r.omitted_tokens, Some(omitted), "{ctx}");
+    let head_tokens = if a == 0 { 0 } else { backend.count(&text[..a]) };
+    let tail_tokens = if b == text.len() { 0 } else { backend.count(&text[b..]) };
+    assert_eq!((r.head_tokens, r.tail_tokens), (head_tokens, tail_tokens), "{ctx}");
     assert_eq!(r.text, expected, "{ctx}");
     // Maximal: growing either side by one more cluster breaks a limit, unless at most a
     // couple of tokens (or the bytes reserved for the marker's number) are unused.
@@ -470,7 +509,7 @@ const DIRECTIONS: [Direction; 3] = [Direction::Head, Direction::Tail, Direction:
 const MARKERS: [&str; 5] = [DEFAULT_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
 
 fn opts(direction: Direction, marker: &str, head_ratio: f64) -> TruncateOptions<'_> {
-    TruncateOptions { direction, marker, head_ratio }
+    TruncateOptions { direction, marker, head_ratio, ..TruncateOptions::default() }
 }
 
 /// Token limits from 0 to above the text's size.
@@ -611,7 +650,7 @@ fn fits_unchanged() {
         let r = truncate(&b, &text, &limits, &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
         assert!(!r.truncated);
         assert_eq!(r.text, text);
-        assert_eq!((r.original_tokens, r.tokens, r.omitted_tokens), (n, n, 0));
+        assert_eq!((r.original_tokens, r.tokens, r.omitted_tokens), (Some(n), n, Some(0)));
         let r = truncate(&b, &text, &Limits::default(), &opts(direction, "", 0.5)).unwrap();
         assert!(!r.truncated && r.text == text);
     }
@@ -624,7 +663,7 @@ fn head_tail_shapes_and_omitted() {
     let n = b.count(&text);
     let head = check(&b, &text, Limits::tokens(100), opts(Direction::Head, "", 0.5));
     assert!(text.starts_with(&head.text) && head.tokens >= 98 && head.tokens <= 100);
-    assert_eq!(head.omitted_tokens, n - head.tokens);
+    assert_eq!(head.omitted_tokens, Some(n - head.tokens));
 
     let tail = check(&b, &text, Limits::tokens(100), opts(Direction::Tail, "", 0.5));
     assert!(text.ends_with(&tail.text) && tail.tokens >= 98);
@@ -634,7 +673,7 @@ fn head_tail_shapes_and_omitted() {
     let kept_head = &text[..ht.head_end];
     let kept_tail = &text[ht.tail_start..];
     let omitted = n - b.count(kept_head) - b.count(kept_tail);
-    assert_eq!(ht.omitted_tokens, omitted);
+    assert_eq!(ht.omitted_tokens, Some(omitted));
     assert_eq!(ht.text, format!("{kept_head}\n[{omitted} omitted]\n{kept_tail}"));
     // The ratio splits the room: each side gets about half.
     let (h, t) = (b.count(kept_head) as i64, b.count(kept_tail) as i64);
@@ -674,7 +713,7 @@ fn zero_tokens_gives_empty() {
         let r = check(&cl100k(), "hello world", Limits::tokens(0), opts(direction, DEFAULT_MARKER, 0.5));
         assert_eq!(r.text, "");
         assert!(r.truncated && !r.marker_used);
-        assert_eq!(r.omitted_tokens, 2);
+        assert_eq!(r.omitted_tokens, Some(2));
         let r = truncate(&cl100k(), "", &Limits::tokens(0), &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
         assert!(!r.truncated && r.text.is_empty());
     }
@@ -815,6 +854,79 @@ fn work_is_one_counting_pass_plus_the_kept_part() {
         assert!(extra_counted < 300_000, "{direction}: counted {extra_counted} extra bytes");
         assert!(extra_split < 300_000, "{direction}: split {extra_split} extra bytes");
         assert!(encoded < 10_000, "{direction}: encoded {encoded} bytes");
+    }
+}
+
+#[test]
+fn without_the_total_the_work_follows_the_output_not_the_input() {
+    // The same cut of a 1 MB and a 16 MB text reads about the same bytes: what is kept plus
+    // the look-ahead, whatever the input's size.
+    let mut rng = Rng(43);
+    let unit = log_text(&mut rng, 1_000_000);
+    let big = unit.repeat(16);
+    for direction in DIRECTIONS {
+        for lines in [false, true] {
+            let mut work = Vec::new();
+            for text in [&unit, &big] {
+                let b = metered(cl100k());
+                let o = TruncateOptions { lines, ..opts(direction, "\n…\n", 0.5) };
+                let r = truncate(&b, text, &Limits::tokens(2000), &o).unwrap();
+                assert!(r.truncated && r.tokens <= 2000 && r.tokens >= 1900, "{direction} {lines}: {}", r.tokens);
+                assert_eq!((r.original_tokens, r.omitted_tokens, r.original_lines), (None, None, None));
+                let read = b.counted.load(Ordering::Relaxed)
+                    + b.split.load(Ordering::Relaxed)
+                    + b.encoded.load(Ordering::Relaxed);
+                assert!(read < 200_000, "{direction} lines={lines}: read {read} bytes of {}", text.len());
+                work.push(read);
+            }
+            let (small, large) = (work[0] as f64, work[1] as f64);
+            assert!(large < small * 1.5 + 20_000.0, "{direction} lines={lines}: {small} vs {large} bytes read");
+        }
+    }
+}
+
+#[test]
+fn lines_mode_keeps_whole_lines_within_the_limits() {
+    let mut rng = Rng(9);
+    let backends: [&dyn Backend; 3] = [&cl100k(), &o200k(), &no_pieces(cl100k())];
+    for (case, backend) in (0..60).zip(backends.iter().cycle()) {
+        let target = 1 + rng.below(4000);
+        let text = gen_text(&mut rng, case % 4, target);
+        let total = backend.count(&text);
+        for direction in DIRECTIONS {
+            for t in token_limits(&mut rng, total) {
+                let marker = MARKERS[rng.below(MARKERS.len())];
+                let o = TruncateOptions { lines: true, count_total: true, ..opts(direction, marker, 0.5) };
+                let r = truncate(*backend, &text, &Limits::tokens(t), &o).unwrap();
+                let ctx = format!("{direction} {t} {marker:?} {:?}", text.chars().take(80).collect::<String>());
+                assert!(backend.count(&r.text) <= t && r.tokens == backend.count(&r.text), "{ctx}");
+                if !r.truncated {
+                    assert!(total <= t, "{ctx}");
+                    continue;
+                }
+                let (a, b) = (r.head_end, r.tail_start);
+                // Whole lines: the head ends after a newline, the tail starts after one.
+                assert!(a == 0 || text.as_bytes()[a - 1] == b'\n', "{ctx}: head ends mid-line at {a}");
+                assert!(b == text.len() || b == 0 || text.as_bytes()[b - 1] == b'\n', "{ctx}: tail mid-line");
+                let marker_text =
+                    if r.marker_used { fill_marker(marker, r.omitted_tokens.unwrap()) } else { String::new() };
+                assert_eq!(r.text, format!("{}{}{}", &text[..a], marker_text, &text[b..]), "{ctx}");
+                // Maximal: one more line on a kept side breaks the limit.
+                let grown = |a2: usize, b2: usize| {
+                    let kept = backend.count(&text[..a2]) + backend.count(&text[b2..]);
+                    let m = if r.marker_used { fill_marker(marker, total.saturating_sub(kept)) } else { String::new() };
+                    backend.count(&format!("{}{}{}", &text[..a2], m, &text[b2..]))
+                };
+                if direction == Direction::Head && a < b {
+                    let a2 = next_line_start(&text, a).min(b);
+                    assert!(a2 == a || grown(a2, b) > t, "{ctx}: head could keep one more line");
+                }
+                if direction == Direction::Tail && a < b {
+                    let b2 = prev_line_start(&text, b).max(a);
+                    assert!(b2 == b || grown(a, b2) > t, "{ctx}: tail could keep one more line");
+                }
+            }
+        }
     }
 }
 
@@ -966,7 +1078,7 @@ fn bench_10mb() {
                 let kept: Vec<u32> = ids[..1000].iter().chain(&ids[ids.len() - 1000..]).copied().collect();
                 tik.decode(&kept).unwrap()
             });
-            assert_eq!(r.original_tokens, n);
+            assert_eq!(r.original_tokens, Some(n));
             let x = |d: Duration| d.as_secs_f64() / ours.as_secs_f64();
             eprintln!(
                 "{kind:>8} {:>10} B {:>9} tok | truncate {:>7.1?} (cpu {:.2}s) | bpe count 1 thread {:>7.1?} (cpu {:.2}s) | bpe encode+slice {:>7.1?} ({:.1}x) | tiktoken-rs encode+slice {:>7.1?} (cpu {:.2}s) wall {:.1}x cpu {:.1}x",
@@ -990,7 +1102,7 @@ fn calibrated_cut_rescounts_within_the_limit() {
             let rescaled = (b.count(&t.text) as f64 * scale).ceil() as usize;
             assert!(rescaled <= max, "scale {scale}, max {max}: {rescaled} tokens as the counter reports them");
             assert_eq!(t.tokens, rescaled);
-            assert_eq!(t.original_tokens, (raw_total as f64 * scale).ceil() as usize);
+            assert_eq!(t.original_tokens, Some((raw_total as f64 * scale).ceil() as usize));
         }
     }
 }
@@ -1002,7 +1114,7 @@ fn char_bounds_index_the_input_by_character() {
     let o = opts(Direction::HeadTail, DEFAULT_MARKER, 0.5);
     let t = truncate(&b, &text, &Limits::tokens(50), &o).unwrap();
     assert!(t.truncated);
-    let (head, tail) = t.char_bounds(&text);
+    let (head, tail) = t.char_bounds(&text, text.chars().count());
     let chars: Vec<char> = text.chars().collect();
     assert_eq!(chars[..head].iter().collect::<String>(), text[..t.head_end]);
     assert_eq!(chars[tail..].iter().collect::<String>(), text[t.tail_start..]);

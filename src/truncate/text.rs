@@ -6,6 +6,49 @@ pub(super) fn count_newlines(s: &str) -> usize {
     s.bytes().filter(|&b| b == b'\n').count()
 }
 
+/// Whether `count_lines(s) <= k`, reading `s` only up to its line `k + 1`.
+pub(super) fn lines_at_most(s: &str, k: usize) -> bool {
+    let mut seen = 0usize;
+    for (i, _) in s.match_indices('\n') {
+        seen += 1;
+        if seen > k {
+            return false;
+        }
+        if seen == k {
+            // Exactly k newlines so far: fits iff nothing follows this one.
+            return i + 1 == s.len();
+        }
+    }
+    // Fewer than k newlines: at most k lines (the last may be open).
+    seen + usize::from(!s.is_empty() && !s.ends_with('\n')) <= k
+}
+
+/// The start of the line holding `i` (`i` itself when a line starts there).
+pub(super) fn line_start_at_or_before(s: &str, i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    s[..i].rfind('\n').map_or(0, |n| n + 1)
+}
+
+/// The first line start at or after `i` (`s.len()` when none).
+pub(super) fn line_start_at_or_after(s: &str, i: usize) -> usize {
+    if i == 0 || s.as_bytes()[i - 1] == b'\n' {
+        return i;
+    }
+    s[i..].find('\n').map_or(s.len(), |n| i + n + 1)
+}
+
+/// The line start after the one at `i` (`s.len()` at the last line).
+pub(super) fn next_line_start(s: &str, i: usize) -> usize {
+    s[i..].find('\n').map_or(s.len(), |n| i + n + 1)
+}
+
+/// The line start before `i` (0 at the first line).
+pub(super) fn prev_line_start(s: &str, i: usize) -> usize {
+    s[..prev_boundary(s, i)].rfind('\n').map_or(0, |n| n + 1)
+}
+
 pub(super) fn push_marker(out: &mut String, marker: &str, omitted: usize) {
     let mut rest = marker;
     while let Some(i) = rest.find(OMITTED_PLACEHOLDER) {

@@ -20,9 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     trunc.add_argument(
         "--direction",
         choices=("head", "tail", "head_tail"),
-        default="head_tail",
-        help="keep the beginning, the end, or both (default: head_tail)",
+        # None: truncate's own default (DEFAULT_DIRECTION), so there is one default to change
+        help="keep the beginning, the end, or both (default: head)",
     )
+    trunc.add_argument("--lines", action="store_true", help="cut only at whole lines")
     trunc.add_argument("--head-ratio", type=float, default=0.5, help="head_tail: the head's share")
     trunc.add_argument("--marker", help="text put where the cut is; {omitted} becomes the count")
     which = trunc.add_mutually_exclusive_group()
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import windowfit as wf
-    from windowfit.truncation import DEFAULT_MARKER, truncate
+    from windowfit.truncation import DEFAULT_DIRECTION, DEFAULT_MARKER, truncate
 
     if args.max_tokens is None and args.max_lines is None and args.max_bytes is None:
         print("windowfit truncate: give --max-tokens, --max-lines or --max-bytes", file=sys.stderr)
@@ -62,12 +63,13 @@ def run(args: argparse.Namespace) -> int:
         t = truncate(
             text,
             args.max_tokens,
-            direction=args.direction,
+            direction=args.direction or DEFAULT_DIRECTION,
             counter=counter,
             marker=DEFAULT_MARKER if args.marker is None else args.marker,
             head_ratio=args.head_ratio,
             max_lines=args.max_lines,
             max_bytes=args.max_bytes,
+            lines=args.lines,
         )
         elapsed = time.perf_counter() - start
     except (ValueError, TypeError, KeyError) as e:

@@ -38,7 +38,7 @@ from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import UnknownModelError, get_model
-from windowfit.observation import ObservationTruncator
+from windowfit.observation import DEFAULT_DIRECTION, ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
 
 __all__ = ["ENV_VARS", "Settings"]
@@ -186,7 +186,7 @@ class Settings:
             None if cap is None else count_arg("tool_output_max_tokens", cap)
         )
         self.tool_output_direction = str(
-            _setting("tool_output_direction", tool_output_direction, "head_tail", str)
+            _setting("tool_output_direction", tool_output_direction, DEFAULT_DIRECTION, str)
         )
         if self.tool_output_direction not in ("head", "tail", "head_tail"):
             raise ValueError(
