@@ -25,11 +25,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from typing_extensions import Self
 
 from windowfit.errors import MessageTypeError, WindowfitError
+
+if TYPE_CHECKING:
+    # annotations only: at run time `windowfit.session` installs itself as session_factory
+    from windowfit.session import Session
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -481,9 +485,9 @@ class BaseStore(abc.ABC):
     #: Makes the handles ``session()`` returns. ``windowfit.session`` installs its ``Session``
     #: here when imported (importing ``windowfit`` does), so the store package never imports
     #: the session module and the two stay free of an import cycle.
-    session_factory: ClassVar[Callable[[BaseStore, str], Any] | None] = None
+    session_factory: ClassVar[Callable[[BaseStore, str], Session] | None] = None
 
-    def session(self, session_id: str) -> Any:
+    def session(self, session_id: str) -> Session:
         """A handle on session ``session_id`` (a ``windowfit.Session``; created on first write)."""
         factory = BaseStore.session_factory
         if factory is None:  # pragma: no cover - importing windowfit.store imports windowfit
