@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.session_state import consumer_name, own_state, record_after
 from windowfit.store._steps import CallOp, arun_calls, call, run_calls
 from windowfit.store.base import ConflictError, to_plain_message
@@ -135,9 +136,12 @@ class SummaryJobs:
 
     def add_hook(self, cm: Any, when: HookWhen) -> Callable[[], None]:
         if when not in ("reply", "append"):
-            raise ValueError(f"when must be 'reply' or 'append', got {when!r}")
+            raise InvalidArgumentError(f"when must be 'reply' or 'append', not {when!r}")
         if not callable(getattr(cm, "summarize_after", None)):
-            raise TypeError("after_reply needs a ContextManager (with summarize_after)")
+            raise ArgumentTypeError(
+                f"after_reply needs a ContextManager (with summarize_after), not "
+                f"{type(cm).__name__}"
+            )
         name = consumer_name(cm)
         entry = (cm, when)
         with self._lock:
