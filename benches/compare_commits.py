@@ -109,26 +109,23 @@ def _workloads() -> dict[str, Callable[[], Any]]:
     warm.count_many(batch)
     mb = (text * (1_048_576 // len(text.encode()) + 1))[: 1_048_576 // 2]
     ten_mb = mb * 10
-    cm = wf.ContextManager(
-        model="gpt-4o",
-        context_window=16_000,
-        output_reserve=1_000,
-        trigger_ratio=0.8,
-        target_ratio=0.4,
-        summarizer=wf.ExtractiveSummarizer(),
-    )
+
+    def manager() -> Any:
+        return wf.ContextManager(
+            model="gpt-4o",
+            context_window=16_000,
+            output_reserve=1_000,
+            trigger_ratio=0.8,
+            target_ratio=0.4,
+            summarizer=wf.ExtractiveSummarizer(),
+        )
+
+    cm = manager()
     state = cm.prepare(big[:2_000]).state
     cm.prepare(big[:2_000], state=state)
     tmp = tempfile.mkdtemp(prefix="wf-compare-")
     store = wf.SQLiteStore(os.path.join(tmp, "s.db"))
-    scm = wf.ContextManager(
-        model="gpt-4o",
-        context_window=16_000,
-        output_reserve=1_000,
-        trigger_ratio=0.8,
-        target_ratio=0.4,
-        summarizer=wf.ExtractiveSummarizer(),
-    )
+    scm = manager()
     session = store.session("bench")
     for m in big[:400]:
         session.append(m)
