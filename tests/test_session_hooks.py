@@ -77,6 +77,17 @@ def test_the_hook_waits_for_the_end_of_the_turn_unless_asked_for_every_append() 
     assert other.state is not None and other.state["summary"].startswith("EV-1")
 
 
+def test_a_reply_ends_the_turn_in_either_message_shape() -> None:
+    from windowfit.session_summaries import ends_turn
+
+    tool_use = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}
+    assert ends_turn([{"role": "assistant", "content": "done"}])
+    assert not ends_turn([CALL])
+    assert not ends_turn([{"role": "assistant", "content": [tool_use]}])
+    assert not ends_turn([{"role": "tool", "tool_call_id": "c9", "content": "x"}])
+    assert not ends_turn([])
+
+
 def test_removing_the_hook_stops_it_and_registering_again_replaces_it() -> None:
     first, second = Recorder("A"), Recorder("B")
     session = wf.MemoryStore().session("replace")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.messages import tool_units
 from windowfit.session_state import consumer_name, own_state, record_after
 from windowfit.store._steps import CallOp, arun_calls, call, run_calls
 from windowfit.store.base import ConflictError, to_plain_message
@@ -59,7 +60,8 @@ def ends_turn(batch: Sequence[Mapping[str, Any]]) -> bool:
     if not batch:
         return False
     last = to_plain_message(batch[-1])  # an SDK message object is stored as its dict
-    return last.get("role") == "assistant" and not last.get("tool_calls")
+    # no calls in either shape (OpenAI tool_calls, Anthropic tool_use): the core's unit rule
+    return last.get("role") == "assistant" and tool_units([last])[0][2] == "message"
 
 
 def summarize_op(session: Any, cm: Any) -> CallOp[bool]:
