@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from typing import Any
 
 import windowfit as wf
 from _pairing import responses_problems
+from _tool_outputs import big_output
 from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -25,28 +25,8 @@ from windowfit.integrations.openai_agents import WindowfitSession, input_filter
 from windowfit.store import MemoryStore
 
 COUNTER = wf.Counter(model="gpt-4o")
-# The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
 set_tracing_disabled(True)  # offline: the SDK would try to export traces
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "epsilon",
-    "zeta",
-    "eta",
-    "theta",
-    "iota",
-    "kappa",
-    "lambda",
-    "mu",
-]
 INSTRUCTIONS = "You are a code assistant."
-
-
-def big_output(seed: str, words: int = 900) -> str:
-    rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(words))
 
 
 @function_tool

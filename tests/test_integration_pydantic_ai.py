@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 from typing import Any
 
 import pytest
 import windowfit as wf
 from _histories import request_problems
 from _pairing import pydantic_ai_problems
+from _tool_outputs import big_output
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -35,27 +35,7 @@ from windowfit.integrations.pydantic_ai import (
 )
 
 COUNTER = wf.Counter(model="gpt-4o")
-# The manager cuts oversized tool outputs with wf.truncate; until a build has it, run without.
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "epsilon",
-    "zeta",
-    "eta",
-    "theta",
-    "iota",
-    "kappa",
-    "lambda",
-    "mu",
-]
 INSTRUCTIONS = "You are a code assistant."
-
-
-def big_output(seed: str, words: int = 900) -> str:
-    rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) + str(rng.randint(0, 99)) for _ in range(words))
 
 
 def conversation(n: int) -> list[ModelMessage]:

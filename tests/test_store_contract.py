@@ -656,9 +656,30 @@ def test_store_errors_are_windowfit_errors() -> None:
         assert issubclass(cls, WindowfitError) and issubclass(cls, RuntimeError)
 
 
+def _runtime_imports(tree: Any) -> list[str]:
+    """Modules a file imports when it runs: the body of ``if TYPE_CHECKING:`` is skipped
+    (annotations only, never executed)."""
+    import ast
+
+    names: list[str] = []
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.append(node.module or "")
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
 def test_the_store_package_never_imports_the_session_module() -> None:
     """Regression: store/base.py imported windowfit.session, which imports store/base.py (an
-    import cycle). Session now registers itself as the stores' handle factory."""
+    import cycle). Session now registers itself as the stores' handle factory; the store
+    names it for type checkers only."""
     import ast
     from pathlib import Path
 
@@ -666,13 +687,53 @@ def test_the_store_package_never_imports_the_session_module() -> None:
 
     package = Path(windowfit.store.__file__).parent
     for path in sorted(package.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            assert "windowfit.session" not in names, f"{path.name} imports windowfit.session"
+        names = _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))
+        assert not any(n.startswith("windowfit.session") for n in names), (
+            f"{path.name} imports a session module"
+        )
     assert type(MemoryStore().session("x")) is Session
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "windowfit.session",
+        "windowfit.session_state",
+        "windowfit.session_summaries",
+        "windowfit.session_children",
+        "windowfit.store.base",
+        "windowfit.store.sqlite",
+        "windowfit.usage",
+    ],
+)
+def test_any_import_order_gives_typed_working_session_handles(first: str) -> None:
+    """Each of these modules imported first, in a fresh interpreter: no import cycle, and
+    ``store.session()`` returns a ``windowfit.Session``."""
+    import subprocess
+    import sys
+
+    code = (
+        f"import importlib; importlib.import_module({first!r}); "
+        "from windowfit.store.memory import MemoryStore; from windowfit.session import Session; "
+        "s = MemoryStore().session('x'); assert type(s) is Session, type(s); "
+        "s.append({'role': 'user', 'content': 'hi'}); assert s.messages[0]['content'] == 'hi'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_store_session_is_typed_for_type_checkers(tmp_path: Any) -> None:
+    """mypy sees ``store.session(...)`` as ``windowfit.session.Session`` (not ``Any``), so a
+    misspelt method is an error users get before running."""
+    api = pytest.importorskip("mypy.api")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import windowfit as wf\n"
+        "s = wf.SQLiteStore(':memory:').session('x')\n"
+        "reveal_type(s)\n"
+        "s.apend({'role': 'user', 'content': 'hi'})\n",
+        encoding="utf-8",
+    )
+    out, err, _ = api.run([str(user)])
+    assert 'Revealed type is "windowfit.session.Session"' in out, out + err
+    assert '"Session" has no attribute "apend"' in out, out + err

@@ -87,7 +87,7 @@ def test_append_with_summarize_runs_in_the_background() -> None:
     session = wf.MemoryStore().session("ap")
     session.extend(HISTORY[:-1])
     session.append(HISTORY[-1], summarize=cm)
-    job = session._pending.get("default")
+    job = session._jobs.get("default")
     if job is not None:  # it may already be done
         assert job.result(SAFETY) is True
     assert session.state["summary"].startswith("AP-")

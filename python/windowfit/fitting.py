@@ -7,7 +7,6 @@ arguments and builds the result from the caller's own message objects.
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -246,7 +245,7 @@ def fit(
         return _empty(b)
     pins = _pins(pinned, len(msgs))
 
-    def select(history: list[Any]) -> FitResult:
+    def select(history: list[Any]) -> tuple[FitResult, _core.FitOutcome]:
         raw = _core.fit_indices(
             c,
             history,
@@ -259,10 +258,12 @@ def fit(
             max_messages=cap_messages,
             max_turns=cap_turns,
         )
-        return _result(history, raw, b, c)
+        return _result(history, raw, b, c), raw
 
-    result = select(msgs)
-    lost = _round_lost(msgs, result, c, unanswered == "strip")
+    # The core reports the round in progress (after the latest user turn) and which of its
+    # sendable messages the budget left out: the one rule of what a turn is lives there.
+    result, raw = select(msgs)
+    lost = raw.round_lost
     truncated = 0
     if lost and oversize == "raise":
         raise BudgetError(
@@ -270,11 +271,11 @@ def fit(
             f"message) are left out of budget {b}; oversize='truncate' cuts its tool results"
         )
     if lost and oversize == "truncate":
-        shrunk = _shrink_round(msgs, result, b, c, set(pins))
+        shrunk = _shrink_round(msgs, raw.round_start, result, b, c, set(pins))
         if shrunk is not None:
             history, truncated = shrunk
-            result = select(history)
-            lost = _round_lost(history, result, c, unanswered == "strip")
+            result, raw = select(history)
+            lost = raw.round_lost
     if lost:  # left out although the caller asked to cut it: worth a warning
         logger.log(
             logging.INFO if oversize == "drop" else logging.WARNING,
@@ -288,43 +289,19 @@ def fit(
     return result
 
 
-def _round_start(messages: list[Any]) -> int:
-    """Index of the first message after the latest user turn (a tool_result carrier is none)."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if isinstance(m, Mapping) and m.get("role") in ("user", "human"):
-            content = m.get("content")
-            if not (
-                isinstance(content, list)
-                and any(isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content)
-            ):
-                return i + 1
-    return 0
-
-
-def _round_lost(messages: list[Any], result: FitResult, counter: Counter, strip: bool) -> list[int]:
-    """Messages of the round in progress that the budget (not their pairing) left out."""
-    start = _round_start(messages)
-    dropped = result.dropped[bisect.bisect_left(result.dropped, start) :]  # sorted, maybe long
-    if not dropped:
-        return []
-    # What pairing alone removes (orphans, unanswered calls) is not the budget's doing. A
-    # result pairs with the call right before it, so the round's own messages decide, and
-    # only they are read: the window search counted them already, the far past stays lazy.
-    repaired = _core.repair_indices(counter, messages[start:], strip_unanswered=strip)
-    unsendable = {start + i for i in repaired.dropped}
-    return [i for i in dropped if i not in unsendable]
-
-
 def _shrink_round(
-    messages: list[Any], result: FitResult, budget: int, counter: Counter, pinned: set[int]
+    messages: list[Any],
+    start: int,
+    result: FitResult,
+    budget: int,
+    counter: Counter,
+    pinned: set[int],
 ) -> tuple[list[Any], int] | None:
     """``messages`` with the round's text tool results cut to share what the pins leave.
 
     The cap is water-filled: results under it stay whole, the larger ones get the cap each.
     None when nothing can be cut or the round's other tokens alone do not fit.
     """
-    start = _round_start(messages)
     rest = [i for i in range(start, len(messages)) if i not in pinned]
     results = [
         i

@@ -4,45 +4,43 @@ A Session is a light handle on a store (SQLite, Redis or memory): every read goe
 so several workers holding handles on the same id see one history. Reads are incremental: the
 handle caches what it has read and fetches only newer messages (history is append-only).
 
-Sub-agents: ``child = session.child(task)`` creates session ``subagent-xxxxxxxx`` with
-its own history (the task as first user message), state and budget, stored in the same store.
-The sub-agent's tool calls and outputs stay in the child. ``child.finish(result)`` hands back
-exactly one message to the parent, atomically with marking the child finished:
-
-* a ``{"role": "tool", "tool_call_id": ..., "content": result}`` message when the child was
-  created for a tool call (``child(task, tool_call_id=call.id)``), so the parent's tool call
-  gets its answer;
-* otherwise ``{"role": "assistant", "name": <child id>, "content": result}`` (the sub-agent
-  did work on the parent's behalf), or another ``role=`` if given.
-
-``finish`` without a result takes the child's last assistant message text.
+Each operation is written once, as a generator of store and manager calls
+(``windowfit.store._steps``): the sync method makes the calls, its ``a``-prefixed twin awaits
+them. The per-consumer state record is `windowfit.session_state`, summaries made after the
+reply `windowfit.session_summaries`, sub-agents `windowfit.session_children`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
-import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from windowfit.counting import Counter
 from windowfit.errors import InvalidMessageError, MessageTypeError
-from windowfit.messages import content_text, copy_json
+from windowfit.messages import copy_json
+from windowfit.session_children import SubAgents
+from windowfit.session_state import (
+    DEFAULT_CONSUMER,
+    own_state,
+    slot,
+    with_consumer_state,
+)
+from windowfit.session_summaries import HookWhen, SummaryJobs
+from windowfit.store._steps import CallOp, awaitable, blocking, call
 from windowfit.store.base import (
     BaseStore,
     ConflictError,
     SessionInfo,
     encode_message,
-    new_child_id,
     to_plain_message,
     validate_session_id,
 )
 
-__all__ = ["Session"]
+__all__ = ["DEFAULT_CONSUMER", "Session", "own_state", "with_consumer_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +85,7 @@ def _report(prepared: Any, skipped: list[int]) -> Any:
     return prepared
 
 
-# Attempts at a fresh sub-agent id before giving up (8 hex digits collide rarely, but do).
-_CHILD_ID_ATTEMPTS = 16
-
-
-class Session:
+class Session(SubAgents):
     """The history and state of session ``id`` in ``store``. Get one with ``store.session(id)``.
 
     ``messages`` returns the full history (plain dicts; treat them as read-only: they are shared
@@ -108,7 +102,7 @@ class Session:
         # the state version this handle last read or wrote: save_state's default expectation
         self._seen_version = 0
         self._parent_id: str | bool | None = False  # False: not looked up yet (it never changes)
-        self._pending: dict[str, Any] = {}  # consumer -> its running background summary
+        self._jobs = SummaryJobs(self)
         # invalid stored messages found so far, for the epoch and prefix already checked
         self._checked_epoch: str | None = None
         self._checked_upto = 0
@@ -123,6 +117,9 @@ class Session:
     def __hash__(self) -> int:
         return hash((id(self.store), self.id))
 
+    def _handle(self, session_id: str) -> Session:
+        return Session(self.store, session_id)
+
     # ------------------------------------------------------------------ history
 
     @property
@@ -130,38 +127,25 @@ class Session:
         """The full history, oldest first (a new list; the dicts are shared, don't mutate them)."""
         return self.load()
 
-    def load(self, *, copy: bool = False) -> list[dict[str, Any]]:
+    def _op_load(self, *, copy: bool = False) -> CallOp[list[dict[str, Any]]]:
         """The full history, fetching only messages this handle has not read yet.
 
         ``copy=True`` returns deep copies, for callers that modify the messages they get.
         """
-        history = self._load()
+        history = yield from self._load_op()
         return copy_json(history) if copy else history
 
-    async def aload(self, *, copy: bool = False) -> list[dict[str, Any]]:
-        history = await self._aload()
-        return copy_json(history) if copy else history
+    load = blocking(_op_load)
+    aload = awaitable(_op_load)
 
-    def _load(self) -> list[dict[str, Any]]:
+    def _load_op(self) -> CallOp[list[dict[str, Any]]]:
         while True:
             with self._lock:
                 start, known = len(self._cache), self._epoch
-            epoch, new = self.store.read(self.id, start)
+            epoch, new = yield call(self.store, "read", self.id, start)
             if start and epoch != known:
                 # the session was deleted (and maybe its id reused): read it all again
-                epoch, new = self.store.read(self.id, 0)
-                start = 0
-            merged = self._merge(epoch, start, new)
-            if merged is not None:
-                return merged
-
-    async def _aload(self) -> list[dict[str, Any]]:
-        while True:
-            with self._lock:
-                start, known = len(self._cache), self._epoch
-            epoch, new = await self.store.aread(self.id, start)
-            if start and epoch != known:
-                epoch, new = await self.store.aread(self.id, 0)
+                epoch, new = yield call(self.store, "read", self.id, 0)
                 start = 0
             merged = self._merge(epoch, start, new)
             if merged is not None:
@@ -180,32 +164,32 @@ class Session:
                 return list(self._cache)
         return None  # another thread reset the cache under us: read again
 
-    def append(self, message: Mapping[str, Any], *, summarize: Any = None) -> int:
-        """Append one message (one transaction); its index in the history.
+    def _op_extend(
+        self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None
+    ) -> CallOp[int]:
+        """Append messages atomically and contiguously; the index of the first.
 
-        The message is checked first, by the rules counting applies (``InvalidMessageError``,
-        ``MessageTypeError``): the history is append-only, so a message no request can carry
-        must never get in. ``summarize=cm`` (a ContextManager) then makes the next summary in
-        the background (:meth:`summarize_after`), so the next request does not wait for it.
+        Every message is checked first, by the rules counting applies
+        (``InvalidMessageError``, ``MessageTypeError``): the history is append-only, so a
+        message no request can carry must never get in (one bad message and none is stored).
+        ``summarize=cm`` (a ContextManager) then makes the next summary in the background
+        (:meth:`summarize_after`), as do the hooks of :meth:`after_reply`, so the next request
+        does not wait for it.
         """
-        index = self.store.append(self.id, _checked([message]))
-        if summarize is not None:
-            self.summarize_after(summarize)
-        return index
+        batch = _checked(messages)
+        index = yield call(self.store, "append", self.id, batch)
+        yield call(self._jobs, "after_append", batch, summarize)
+        return int(index)
 
-    def extend(self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None) -> int:
-        """Append messages atomically and contiguously; the index of the first (checked as
-        ``append`` checks: one bad message and none is stored)."""
-        index = self.store.append(self.id, _checked(messages))
-        if summarize is not None:
-            self.summarize_after(summarize)
-        return index
+    def _op_append(self, message: Mapping[str, Any], *, summarize: Any = None) -> CallOp[int]:
+        """Append one message (one transaction); its index in the history. Checked, and
+        summarized after with ``summarize=cm`` or a hook, as :meth:`extend` does."""
+        return (yield from self._op_extend([message], summarize=summarize))
 
-    async def aappend(self, message: Mapping[str, Any]) -> int:
-        return await self.store.aappend(self.id, _checked([message]))
-
-    async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> int:
-        return await self.store.aappend(self.id, _checked(messages))
+    append = blocking(_op_append)
+    aappend = awaitable(_op_append)
+    extend = blocking(_op_extend)
+    aextend = awaitable(_op_extend)
 
     def _sendable(self, history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
         """``history`` without the messages no request can carry, and their indices.
@@ -243,20 +227,18 @@ class Session:
         """The stored state version: 0 before the first save, +1 per save."""
         return self.load_state()[1]
 
-    def load_state(self) -> tuple[dict[str, Any] | None, int]:
+    def _op_load_state(self) -> CallOp[tuple[dict[str, Any] | None, int]]:
         """``(state, version)``; the version becomes this handle's expectation for save_state."""
-        state, version = self.store.load_state(self.id)
+        state, version = yield call(self.store, "load_state", self.id)
         self._seen_version = version
         return state, version
 
-    async def aload_state(self) -> tuple[dict[str, Any] | None, int]:
-        state, version = await self.store.aload_state(self.id)
-        self._seen_version = version
-        return state, version
+    load_state = blocking(_op_load_state)
+    aload_state = awaitable(_op_load_state)
 
-    def save_state(
+    def _op_save_state(
         self, state: Mapping[str, Any] | None, expected_version: int | None = None
-    ) -> int:
+    ) -> CallOp[int]:
         """Save ``state`` if nobody saved since ``expected_version``; the new version.
 
         ``expected_version`` defaults to the version this handle last read or wrote (0 if it
@@ -264,21 +246,22 @@ class Session:
         gets ConflictError and nothing is overwritten.
         """
         expected = self._seen_version if expected_version is None else expected_version
-        version = self.store.save_state(self.id, state, expected)
+        version = yield call(self.store, "save_state", self.id, state, expected)
         self._seen_version = version
-        return version
+        return int(version)
 
-    async def asave_state(
-        self, state: Mapping[str, Any] | None, expected_version: int | None = None
-    ) -> int:
-        expected = self._seen_version if expected_version is None else expected_version
-        version = await self.store.asave_state(self.id, state, expected)
-        self._seen_version = version
-        return version
+    save_state = blocking(_op_save_state)
+    asave_state = awaitable(_op_save_state)
+
+    def consumer_state(self, consumer: str) -> dict[str, Any] | None:
+        """The stored state of one consumer (``"default"`` is the top-level state)."""
+        return slot(self.state, consumer)
 
     # ------------------------------------------------------------------ context manager
 
-    def prepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
+    def _op_prepare(
+        self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any
+    ) -> CallOp[Any]:
         """``cm.prepare`` on the full history and stored state; saves the new state.
 
         Each consumer (``ContextManager(consumer=...)``: an agent, a router, a classifier) has
@@ -288,50 +271,41 @@ class Session:
 
         If another worker saved a state meanwhile (ConflictError), prepares again from the
         fresh state, up to ``retries`` times. Returns the Prepared (``.messages``, ``.stats``,
-        ``.state``). A Prepared without state (None) leaves the stored state alone.
+        ``.state``). A Prepared without state (None) leaves the stored state alone. While a
+        background summary of this consumer runs, prepares without summarizing (never waits).
         """
         attempt = 0
         while True:
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
-            stored, version = self.load_state()
-            messages, skipped = self._sendable(self.load())
+            stored, version = yield from self._op_load_state()
+            messages, skipped = self._sendable((yield from self._load_op()))
             own = own_state(cm, stored)
-            if self._summarizing(cm):
+            if self._jobs.running(cm):
                 kwargs["summarize"] = False  # never wait for the background summary
-            prepared = _report(cm.prepare(messages, state=own, tools=tools, **kwargs), skipped)
+            prepared = yield call(cm, "prepare", messages, state=own, tools=tools, **kwargs)
+            prepared = _report(prepared, skipped)
             new = getattr(prepared, "state", None)
             # None means "no summary state": never erase a stored summary by accident
             if new is None or new == own:
                 return prepared
             try:
-                self.save_state(with_consumer_state(cm, stored, new), version)
+                yield from self._op_save_state(with_consumer_state(cm, stored, new), version)
                 return prepared
-            except ConflictError as exc:
-                self._on_conflict(exc, attempt, retries)
+            except ConflictError:
+                if attempt >= retries:
+                    raise
+                logger.info(
+                    "session %r: state saved by another worker during prepare; "
+                    "preparing again (%d/%d)",
+                    self.id,
+                    attempt + 1,
+                    retries,
+                )
             attempt += 1
 
-    async def aprepare(self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any) -> Any:
-        """Async ``prepare``: awaits ``cm.aprepare``."""
-        attempt = 0
-        while True:
-            stored, version = await self.aload_state()
-            messages, skipped = self._sendable(await self.aload())
-            own = own_state(cm, stored)
-            if self._summarizing(cm):
-                kwargs["summarize"] = False
-            prepared = _report(
-                await cm.aprepare(messages, state=own, tools=tools, **kwargs), skipped
-            )
-            new = getattr(prepared, "state", None)
-            if new is None or new == own:
-                return prepared
-            try:
-                await self.asave_state(with_consumer_state(cm, stored, new), version)
-                return prepared
-            except ConflictError as exc:
-                self._on_conflict(exc, attempt, retries)
-            attempt += 1
+    prepare = blocking(_op_prepare)
+    aprepare = awaitable(_op_prepare)
 
     # ------------------------------------------------------------------ summaries after the reply
 
@@ -342,90 +316,32 @@ class Session:
         summarizing: if anything saved a state meanwhile (a request, another worker) the
         background result is stale and dropped, never written over the newer state.
         While it runs, :meth:`prepare` with the same consumer does not summarize (it fits
-        plainly, as today when a summary is not ready) and never waits for it.
+        plainly, as when a summary is not ready) and never waits for it.
         """
-        future = _background().submit(self._summarize_after, cm)
-        self._track(cm, future)
-        return future
+        return self._jobs.start(cm)
 
     def asummarize_after(self, cm: Any) -> asyncio.Task[bool]:
         """:meth:`summarize_after` as an asyncio task (call it from a running loop)."""
-        task = asyncio.ensure_future(self._asummarize_after(cm))
-        self._track(cm, task)
-        return task
+        return self._jobs.start_task(cm)
 
-    def _track(self, cm: Any, job: Any) -> None:
-        name = _consumer(cm)
-        with self._lock:
-            self._pending[name] = job
-
-        def done(_: Any) -> None:
-            with self._lock:
-                if self._pending.get(name) is job:
-                    del self._pending[name]
-
-        job.add_done_callback(done)
-
-    def _summarizing(self, cm: Any) -> bool:
-        with self._lock:
-            job = self._pending.get(_consumer(cm))
-        return job is not None and not job.done()
-
-    def _summarize_after(self, cm: Any) -> bool:
-        stored, version = self.store.load_state(self.id)
-        own = own_state(cm, stored)
-        new = cm.summarize_after(self.load(), own)
-        for _ in range(_SAVE_ATTEMPTS):
-            record = _record_after(cm, stored, own, new)
-            if record is None:
-                return False
-            try:
-                # the store's own compare-and-set: this handle's expectation is left alone
-                self.store.save_state(self.id, record, version)
-                return True
-            except ConflictError:
-                stored, version = self.store.load_state(self.id)
-        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
-        return False
-
-    async def _asummarize_after(self, cm: Any) -> bool:
-        stored, version = await self.store.aload_state(self.id)
-        own = own_state(cm, stored)
-        new = await cm.asummarize_after(await self.aload(), own)
-        for _ in range(_SAVE_ATTEMPTS):
-            record = _record_after(cm, stored, own, new)
-            if record is None:
-                return False
-            try:
-                await self.store.asave_state(self.id, record, version)
-                return True
-            except ConflictError:
-                stored, version = await self.store.aload_state(self.id)
-        logger.info("session %r: a newer summary was saved; background summary dropped", self.id)
-        return False
-
-    def consumer_state(self, consumer: str) -> dict[str, Any] | None:
-        """The stored state of one consumer (``"default"`` is the top-level state)."""
-        return _slot(self.state, consumer)
-
-    def _on_conflict(self, exc: ConflictError, attempt: int, retries: int) -> None:
-        if attempt >= retries:
-            raise exc
-        logger.info(
-            "session %r: state saved by another worker during prepare; preparing again (%d/%d)",
-            self.id,
-            attempt + 1,
-            retries,
-        )
+    def after_reply(self, cm: Any, *, when: HookWhen = "reply") -> Callable[[], None]:
+        """Register ``cm`` once: every later append through this handle that ends on the
+        assistant's reply (``when="append"``: every append) starts ``cm``'s next summary in
+        the background, a thread after ``append``/``extend``, a task after
+        ``aappend``/``aextend``. The next ``prepare`` uses it once saved and never waits for
+        it. One hook per consumer (registering again replaces it); returns a function that
+        removes the hook.
+        """
+        return self._jobs.add_hook(cm, when)
 
     # ------------------------------------------------------------------ metadata
 
-    def info(self) -> SessionInfo | None:
+    def _op_info(self) -> CallOp[SessionInfo | None]:
         """Metadata (length, times, parent, status...), None if nothing was written yet."""
-        return self.store.info(self.id)
+        return (yield call(self.store, "info", self.id))
 
-    async def ainfo(self) -> SessionInfo | None:
-        return await self.store.ainfo(self.id)
+    info = blocking(_op_info)
+    ainfo = awaitable(_op_info)
 
     def exists(self) -> bool:
         return self.store.info(self.id) is not None
@@ -435,306 +351,6 @@ class Session:
         with self._lock:
             self._cache, self._epoch = [], None
         return self.store.delete(self.id)
-
-    @property
-    def parent_id(self) -> str | None:
-        """The id of the session this sub-agent belongs to (None for a top-level session)."""
-        if self._parent_id is False:
-            info = self.store.info(self.id)
-            if info is None:
-                return None  # not created yet: look again next time
-            self._parent_id = info.parent_id
-        return self._parent_id  # type: ignore[return-value]
-
-    def parent(self) -> Session | None:
-        pid = self.parent_id
-        return None if pid is None else Session(self.store, pid)
-
-    # ------------------------------------------------------------------ sub-agents
-
-    def _child_messages(self, task: str, system: str | None) -> list[dict[str, Any]]:
-        if not isinstance(task, str) or not task:
-            raise ValueError("a sub-agent needs a non-empty task (str)")
-        messages: list[dict[str, Any]] = []
-        if system is not None:
-            messages.append({"role": "system", "content": system})
-        messages.append({"role": "user", "content": task})
-        return messages
-
-    def child(
-        self,
-        task: str,
-        *,
-        system: str | None = None,
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        child_id: str | None = None,
-    ) -> Session:
-        """A new sub-agent session under this one, its history starting with ``task``.
-
-        ``system`` prepends a system message; ``tool_call_id`` (the parent's tool call that
-        started the sub-agent) makes ``finish`` answer that call; ``meta`` is stored with it.
-        """
-        messages = self._child_messages(task, system)
-        for _ in range(_CHILD_ID_ATTEMPTS):
-            cid = validate_session_id(child_id) if child_id is not None else new_child_id()
-            created = self.store.create_child(
-                self.id, cid, task=task, messages=messages, tool_call_id=tool_call_id, meta=meta
-            )
-            if created:
-                return self._child_handle(cid)
-            if child_id is not None:
-                raise ValueError(f"session {child_id!r} already exists")
-        raise RuntimeError("could not find a free sub-agent id")  # pragma: no cover
-
-    async def achild(
-        self,
-        task: str,
-        *,
-        system: str | None = None,
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        child_id: str | None = None,
-    ) -> Session:
-        messages = self._child_messages(task, system)
-        for _ in range(_CHILD_ID_ATTEMPTS):
-            cid = validate_session_id(child_id) if child_id is not None else new_child_id()
-            created = await self.store.acreate_child(
-                self.id, cid, task=task, messages=messages, tool_call_id=tool_call_id, meta=meta
-            )
-            if created:
-                return self._child_handle(cid)
-            if child_id is not None:
-                raise ValueError(f"session {child_id!r} already exists")
-        raise RuntimeError("could not find a free sub-agent id")  # pragma: no cover
-
-    def _child_handle(self, cid: str) -> Session:
-        child = Session(self.store, cid)
-        child._parent_id = self.id
-        return child
-
-    def children(self) -> list[Session]:
-        """The sub-agent sessions created under this one, oldest first."""
-        return [self._child_handle(i.id) for i in self.store.children(self.id)]
-
-    async def achildren(self) -> list[Session]:
-        return [self._child_handle(i.id) for i in await self.store.achildren(self.id)]
-
-    def finish(self, result: Any = None, *, role: str | None = None) -> dict[str, Any]:
-        """End this sub-agent: its parent receives ``result`` as ONE message (returned).
-
-        ``result``: text, or any JSON-serializable value (sent as JSON text); None takes the
-        content of this session's last assistant message. Raises ConflictError if already
-        finished, ValueError if this session is not a sub-agent.
-        """
-        info = self._check_child(self.store.info(self.id))
-        text = self._result_text(result, self.load() if result is None else None)
-        message = self._result_message(info, text, role)
-        self.store.finish_child(self.id, text, message)
-        return message
-
-    async def afinish(self, result: Any = None, *, role: str | None = None) -> dict[str, Any]:
-        info = self._check_child(await self.store.ainfo(self.id))
-        history = await self.aload() if result is None else None
-        text = self._result_text(result, history)
-        message = self._result_message(info, text, role)
-        await self.store.afinish_child(self.id, text, message)
-        return message
-
-    def _result_text(self, result: Any, history: list[dict[str, Any]] | None) -> str:
-        if result is None:
-            for msg in reversed(history or []):
-                if msg.get("role") == "assistant" and not msg.get("tool_calls"):
-                    return content_text(msg.get("content"))
-            raise ValueError(
-                f"sub-agent {self.id!r} has no final assistant message: pass finish(result)"
-            )
-        if isinstance(result, str):
-            return result
-        try:
-            return json.dumps(result, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"sub-agent result must be str or JSON-serializable: {exc}") from None
-
-    def _check_child(self, info: SessionInfo | None) -> SessionInfo:
-        if info is None or info.parent_id is None:
-            raise ValueError(f"session {self.id!r} is not a sub-agent session")
-        if info.status == "finished":
-            raise ConflictError(f"sub-agent {self.id!r} is already finished", session_id=self.id)
-        return info
-
-    def _result_message(self, info: SessionInfo, text: str, role: str | None) -> dict[str, Any]:
-        if role is None:
-            role = "tool" if info.tool_call_id else "assistant"
-        if role == "tool":
-            if not info.tool_call_id:
-                raise ValueError(
-                    f"sub-agent {self.id!r} was not created for a tool call: "
-                    "pass child(task, tool_call_id=...) or another role"
-                )
-            return {"role": "tool", "tool_call_id": info.tool_call_id, "content": text}
-        if role == "assistant":
-            return {"role": "assistant", "name": self.id, "content": text}
-        return {"role": role, "content": text}
-
-
-# ---------------------------------------------------------------------- per-consumer state
-
-_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _background() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads background summaries run in (created on first use, shared)."""
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            workers = int(os.environ.get("WINDOWFIT_SUMMARY_WORKERS", "2") or 2)
-            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(1, workers), thread_name_prefix="windowfit-summary"
-            )
-        return _EXECUTOR
-
-
-DEFAULT_CONSUMER = "default"
-_CONSUMERS = "consumers"
-
-# Fields a borrowed summary keeps: what it holds and where it ends. The rest (cut, scan,
-# backoff, turn counters) belongs to the consumer that made it.
-_BORROWED = (
-    "version",
-    "summary",
-    "summary_tokens",
-    "summarized_until",
-    "summarized_messages",
-    "evicted_tokens",
-    "language",
-    "created_at",
-    "anchor",
-    "next_anchor",
-)
-
-
-def _consumer(cm: Any) -> str:
-    return str(getattr(cm, "consumer", None) or DEFAULT_CONSUMER)
-
-
-def _slot(stored: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
-    """One consumer's state inside the stored record: the default consumer's is the record
-    itself (as before consumers existed), the others' under ``"consumers"``."""
-    if not stored:
-        return None
-    if name == DEFAULT_CONSUMER:
-        own = {k: v for k, v in stored.items() if k != _CONSUMERS}
-        return own or None
-    others = stored.get(_CONSUMERS)
-    state = others.get(name) if isinstance(others, Mapping) else None
-    return dict(state) if isinstance(state, Mapping) else None
-
-
-def _names(stored: Mapping[str, Any] | None) -> list[str]:
-    if not stored:
-        return []
-    others = stored.get(_CONSUMERS)
-    return [DEFAULT_CONSUMER, *(others if isinstance(others, Mapping) else ())]
-
-
-def own_state(cm: Any, stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The state ``cm`` continues from: its own, else another consumer's summary that fits."""
-    name = _consumer(cm)
-    own = _slot(stored, name)
-    if own is not None and own.get("summary"):
-        return own
-    cap = _summary_room(cm)
-    best: dict[str, Any] | None = None
-    for other in _names(stored):
-        state = _slot(stored, other) if other != name else None
-        if not state or not state.get("summary"):
-            continue
-        tokens = state.get("summary_tokens")
-        if not isinstance(tokens, int) or tokens > cap:
-            continue
-        # a summary made for a smaller window cut earlier than this consumer needs to
-        window = state.get("context_window")
-        if isinstance(window, int) and window < getattr(cm, "context_window", 0):
-            continue
-        if best is None or state.get("summarized_until", 0) > best.get("summarized_until", 0):
-            best = state
-    if best is None:
-        return own
-    borrowed = {k: best[k] for k in _BORROWED if k in best}
-    borrowed["cut"] = borrowed.get("summarized_until", 0)
-    logger.info("consumer %r starts from another consumer's summary", name)
-    return borrowed
-
-
-def _summary_room(cm: Any) -> int:
-    """The largest summary ``cm`` could hold: its absolute cap and its summary budget."""
-    cap = getattr(cm, "summary_max_tokens", None)
-    budget = getattr(cm, "_budget", None)
-    room = cap if isinstance(cap, int) else 0
-    if callable(budget):
-        try:
-            room = min(room, int(budget(0, 0).summary_budget))
-        except Exception:  # noqa: BLE001 - a manager without budgets borrows nothing
-            return 0
-    return room
-
-
-_SAVE_ATTEMPTS = 3
-
-# What a background summary changes in a consumer's state.
-_SUMMARY_FIELDS = (
-    *(k for k in _BORROWED if k != "version"),
-    "summaries",
-    "summary_turns",
-    "failures",
-    "retry_turn",
-    "last_error",
-)
-
-
-def _record_after(
-    cm: Any, stored: Any, base: Any, new: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
-    """The record to save after a background summary made from ``base``, or None.
-
-    ``stored`` is the record as it is now. When requests saved states meanwhile without a
-    new summary (they fitted plainly while this one ran), the summary is carried onto the
-    newest state; when anything else summarized meanwhile, this result is stale: None.
-    """
-    if new is None or new == base:
-        return None
-    current = _slot(stored, _consumer(cm))
-    if current is None or current == base:
-        return with_consumer_state(cm, stored, new)
-    before = base or {}
-    # "" / 0 / missing all mean "no summary yet"
-    if any(
-        (current.get(k) or None) != (before.get(k) or None) for k in ("summary", "summarized_until")
-    ):
-        return None
-    merged = dict(current)
-    merged.update({k: new[k] for k in _SUMMARY_FIELDS if k in new})
-    if int(new.get("cut", 0)) >= int(current.get("cut", 0)):
-        merged.update(cut=new.get("cut", 0), cut_tokens=new.get("cut_tokens", 0), head_user=None)
-    return with_consumer_state(cm, stored, merged)
-
-
-def with_consumer_state(
-    cm: Any, stored: Mapping[str, Any] | None, new: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The stored record with ``cm``'s state replaced by ``new``, the others untouched."""
-    name = _consumer(cm)
-    others = dict(stored.get(_CONSUMERS) or {}) if stored else {}
-    if name == DEFAULT_CONSUMER:
-        out = {k: v for k, v in new.items() if k != _CONSUMERS}
-    else:
-        out = {k: v for k, v in (stored or {}).items() if k != _CONSUMERS}
-        others[name] = dict(new)
-    if others:
-        out[_CONSUMERS] = others
-    return out
 
 
 # `store.session(id)` makes Session handles; the store package must not import this module

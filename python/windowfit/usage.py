@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from windowfit.errors import WindowfitError
 from windowfit.models import model_family
 from windowfit.provider_usage import extract_usage
+from windowfit.store._steps import CallOp, awaitable, blocking, call
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
 
 __all__ = [
@@ -42,8 +43,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-# A store call an operation yields to its driver: (method of the sync API, args, kwargs).
-_Op = Generator[tuple[str, tuple[Any, ...], dict[str, Any]], Any, _T]
 # Cache writes cost input_price times this, by provider (others: 1.0).
 CACHE_WRITE_MULTIPLIERS: dict[str, float] = {"anthropic": 1.25}
 _TOTAL_KEYS = (
@@ -306,38 +305,29 @@ class UsageTracker:
             session_id=session_id,
         )
 
-    # Each operation is one generator yielding the store calls it needs, ``(method, args,
-    # kwargs)``: ``_run`` makes them on the sync store API, ``_arun`` awaits the ``a``-prefixed
-    # twins. So a sync method and its async twin share one body (as the Redis store's do).
+    # Each operation is one generator yielding the store calls it needs (`call(store, ...)`);
+    # `blocking` makes the sync method from it and `awaitable` the async twin, which awaits
+    # the store's ``a``-prefixed methods: the two share one body and one signature.
 
-    def _run(self, op: _Op[_T]) -> _T:
-        try:
-            name, args, kwargs = next(op)
-            while True:
-                name, args, kwargs = op.send(getattr(self.store, name)(*args, **kwargs))
-        except StopIteration as done:
-            return cast(_T, done.value)
-
-    async def _arun(self, op: _Op[_T]) -> _T:
-        try:
-            name, args, kwargs = next(op)
-            while True:
-                result = await getattr(self.store, "a" + name)(*args, **kwargs)
-                name, args, kwargs = op.send(result)
-        except StopIteration as done:
-            return cast(_T, done.value)
-
-    def _record_op(
+    def _op_record(
         self,
         model: str,
         prompt_tokens: int,
         completion_tokens: int,
-        cached_tokens: int,
-        session_id: str | None,
-        cache_write_tokens: int,
-        estimated_prompt_tokens: int | None,
-        timestamp: float | datetime | None,
-    ) -> _Op[UsageRecord]:
+        cached_tokens: int = 0,
+        session_id: str | None = None,
+        *,
+        cache_write_tokens: int = 0,
+        estimated_prompt_tokens: int | None = None,
+        timestamp: float | datetime | None = None,
+    ) -> CallOp[UsageRecord]:
+        """Persist one call's usage; returns the record (with its cost).
+
+        ``prompt_tokens`` counts all input tokens, ``cached_tokens`` and ``cache_write_tokens``
+        included. ``estimated_prompt_tokens``: what windowfit counted for this prompt; with an
+        estimating counter attached for ``model`` it calibrates that counter. The usage is
+        stored before a quota check may raise QuotaExceededError.
+        """
         rec = self._make(
             model,
             prompt_tokens,
@@ -347,119 +337,49 @@ class UsageTracker:
             session_id,
             timestamp,
         )
-        yield ("record_usage", (rec,), {})
+        yield call(self.store, "record_usage", rec)
         self._calibrate(rec.model, estimated_prompt_tokens, prompt_tokens)
         for quota in self._quotas_for(rec):
-            rows = yield (
+            rows = yield call(
+                self.store,
                 "usage_rows",
-                (),
-                {"model": quota.model, "day": rec.day, "session_id": quota.session_id},
+                model=quota.model,
+                day=rec.day,
+                session_id=quota.session_id,
             )
             self._judge(quota, rec.day, rows, strict=True)
         return rec
 
-    def record(
-        self,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int = 0,
-        session_id: str | None = None,
-        *,
-        cache_write_tokens: int = 0,
-        estimated_prompt_tokens: int | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> UsageRecord:
-        """Persist one call's usage; returns the record (with its cost).
+    record = blocking(_op_record)
+    arecord = awaitable(_op_record)
 
-        ``prompt_tokens`` counts all input tokens, ``cached_tokens`` and ``cache_write_tokens``
-        included. ``estimated_prompt_tokens``: what windowfit counted for this prompt; with an
-        estimating counter attached for ``model`` it calibrates that counter. The usage is
-        stored before a quota check may raise QuotaExceededError.
-        """
-        return self._run(
-            self._record_op(
-                model,
-                prompt_tokens,
-                completion_tokens,
-                cached_tokens,
-                session_id,
-                cache_write_tokens,
-                estimated_prompt_tokens,
-                timestamp,
-            )
-        )
-
-    async def arecord(
-        self,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int = 0,
-        session_id: str | None = None,
-        *,
-        cache_write_tokens: int = 0,
-        estimated_prompt_tokens: int | None = None,
-        timestamp: float | datetime | None = None,
-    ) -> UsageRecord:
-        return await self._arun(
-            self._record_op(
-                model,
-                prompt_tokens,
-                completion_tokens,
-                cached_tokens,
-                session_id,
-                cache_write_tokens,
-                estimated_prompt_tokens,
-                timestamp,
-            )
-        )
-
-    def _response_op(
+    def _op_record_response(
         self,
         response: Any,
-        model: str | None,
-        session_id: str | None,
-        estimated_prompt_tokens: int | None,
-    ) -> _Op[UsageRecord]:
+        *,
+        model: str | None = None,
+        session_id: str | None = None,
+        estimated_prompt_tokens: int | None = None,
+    ) -> CallOp[UsageRecord]:
+        """``record`` the usage of an OpenAI or Anthropic response (see ``extract_usage``)."""
         usage = extract_usage(response)
         name = model or usage["model"]
         if not name:
             raise ValueError("the response does not name its model: pass model=")
         return (
-            yield from self._record_op(
+            yield from self._op_record(
                 name,
                 usage["prompt_tokens"],
                 usage["completion_tokens"],
                 usage["cached_tokens"],
                 session_id,
-                usage["cache_write_tokens"],
-                estimated_prompt_tokens,
-                None,
+                cache_write_tokens=usage["cache_write_tokens"],
+                estimated_prompt_tokens=estimated_prompt_tokens,
             )
         )
 
-    def record_response(
-        self,
-        response: Any,
-        *,
-        model: str | None = None,
-        session_id: str | None = None,
-        estimated_prompt_tokens: int | None = None,
-    ) -> UsageRecord:
-        """``record`` the usage of an OpenAI or Anthropic response (see ``extract_usage``)."""
-        return self._run(self._response_op(response, model, session_id, estimated_prompt_tokens))
-
-    async def arecord_response(
-        self,
-        response: Any,
-        *,
-        model: str | None = None,
-        session_id: str | None = None,
-        estimated_prompt_tokens: int | None = None,
-    ) -> UsageRecord:
-        op = self._response_op(response, model, session_id, estimated_prompt_tokens)
-        return await self._arun(op)
+    record_response = blocking(_op_record_response)
+    arecord_response = awaitable(_op_record_response)
 
     # ------------------------------------------------------------------ quotas
 
@@ -492,34 +412,30 @@ class UsageTracker:
         else:
             self.on_quota(error)  # type: ignore[operator]
 
-    def _check_op(self, model: str | None, session_id: str | None) -> _Op[None]:
+    def _op_check_quota(
+        self, model: str | None = None, session_id: str | None = None
+    ) -> CallOp[None]:
+        """Before a call: act on (raise/warn) any quota already used up today.
+
+        Only quotas that apply to ``model`` / ``session_id`` are checked (all when omitted).
+        """
         day = _utc_day(time.time())
         for quota in self.quotas:
             if model is not None and quota.model not in (None, model):
                 continue
             if session_id is not None and quota.session_id not in (None, session_id):
                 continue
-            rows = yield (
-                "usage_rows",
-                (),
-                {"model": quota.model, "day": day, "session_id": quota.session_id},
+            rows = yield call(
+                self.store, "usage_rows", model=quota.model, day=day, session_id=quota.session_id
             )
             self._judge(quota, day, rows, strict=False)
 
-    def check_quota(self, model: str | None = None, session_id: str | None = None) -> None:
-        """Before a call: act on (raise/warn) any quota already used up today.
-
-        Only quotas that apply to ``model`` / ``session_id`` are checked (all when omitted).
-        """
-        self._run(self._check_op(model, session_id))
-
-    async def acheck_quota(self, model: str | None = None, session_id: str | None = None) -> None:
-        await self._arun(self._check_op(model, session_id))
+    check_quota = blocking(_op_check_quota)
+    acheck_quota = awaitable(_op_check_quota)
 
     # ------------------------------------------------------------------ reports
 
-    @staticmethod
-    def _rows_op(report: Callable[[list[UsageRow]], _T], **query: Any) -> _Op[_T]:
+    def _rows_op(self, report: Callable[[list[UsageRow]], _T], **query: Any) -> CallOp[_T]:
         """The store's rows for ``query``; a ``model`` selects its whole registry family.
 
         Calls are recorded under the name the provider returned (often dated:
@@ -529,73 +445,54 @@ class UsageTracker:
         if "day" in query:
             query["day"] = _day_of(query["day"])
         model = query.pop("model", None)
-        rows = yield ("usage_rows", (), query)
+        rows = yield call(self.store, "usage_rows", **query)
         if model is not None:
             family = model_family(model)
             rows = [r for r in rows if model_family(r.model) == family]
         return report(rows)
 
-    def rows(
+    def _op_rows(
         self,
         model: str | None = None,
         day: str | date | datetime | None = None,
         session_id: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> CallOp[list[dict[str, Any]]]:
         """One dict per (day, model): ``day``, ``model`` and the totals keys; sorted.
 
         ``model`` selects its family: ``"gpt-4o"`` also lists ``gpt-4o-2024-08-06``'s rows.
         """
-        return self._run(self._rows_op(_per_row, model=model, day=day, session_id=session_id))
+        return (yield from self._rows_op(_per_row, model=model, day=day, session_id=session_id))
 
-    async def arows(
+    def _op_totals(
         self,
         model: str | None = None,
         day: str | date | datetime | None = None,
         session_id: str | None = None,
-    ) -> list[dict[str, Any]]:
-        op = self._rows_op(_per_row, model=model, day=day, session_id=session_id)
-        return await self._arun(op)
-
-    def totals(
-        self,
-        model: str | None = None,
-        day: str | date | datetime | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallOp[dict[str, Any]]:
         """Summed usage: prompt/completion/cached/cache_write/total tokens, cost (USD of the
         priced calls), calls, unpriced_calls. ``day``: ``"YYYY-MM-DD"``, a date, or "today"."""
-        return self._run(self._rows_op(_totals, model=model, day=day, session_id=session_id))
+        return (yield from self._rows_op(_totals, model=model, day=day, session_id=session_id))
 
-    async def atotals(
-        self,
-        model: str | None = None,
-        day: str | date | datetime | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Any]:
-        op = self._rows_op(_totals, model=model, day=day, session_id=session_id)
-        return await self._arun(op)
-
-    def by_model(
+    def _op_by_model(
         self, day: str | date | datetime | None = None, session_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
+    ) -> CallOp[dict[str, dict[str, Any]]]:
         """``{model: totals}``, models sorted by name."""
-        return self._run(self._rows_op(_by_model, day=day, session_id=session_id))
+        return (yield from self._rows_op(_by_model, day=day, session_id=session_id))
 
-    async def aby_model(
-        self, day: str | date | datetime | None = None, session_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
-        return await self._arun(self._rows_op(_by_model, day=day, session_id=session_id))
-
-    def by_day(
+    def _op_by_day(
         self, model: str | None = None, session_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
+    ) -> CallOp[dict[str, dict[str, Any]]]:
         """``{day: totals}``, oldest day first."""
-        return self._run(self._rows_op(_by_day, model=model, session_id=session_id))
+        return (yield from self._rows_op(_by_day, model=model, session_id=session_id))
 
-    async def aby_day(
-        self, model: str | None = None, session_id: str | None = None
-    ) -> dict[str, dict[str, Any]]:
-        return await self._arun(self._rows_op(_by_day, model=model, session_id=session_id))
+    rows = blocking(_op_rows)
+    arows = awaitable(_op_rows)
+    totals = blocking(_op_totals)
+    atotals = awaitable(_op_totals)
+    by_model = blocking(_op_by_model)
+    aby_model = awaitable(_op_by_model)
+    by_day = blocking(_op_by_day)
+    aby_day = awaitable(_op_by_day)
 
 
 def _per_row(rows: Sequence[UsageRow]) -> list[dict[str, Any]]:

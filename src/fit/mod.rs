@@ -21,7 +21,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::message::{MessageInfo, Role};
-pub use units::{tool_units, Block, BlockKind, Problem, UnitReport};
+pub use units::{round_start, tool_units, Block, BlockKind, Problem, UnitReport};
 pub use window::{count_for_window, CountOnDemand, UNCOUNTED};
 
 mod units;
@@ -138,6 +138,10 @@ pub struct FitPlan {
     /// Tokens of the kept messages (after stripping) plus reply priming.
     pub tokens: u64,
     pub stats: FitStats,
+    /// The round in progress starts here: the message after the latest user turn (0 without one).
+    pub round_start: usize,
+    /// Sendable messages of that round left out (by the budget or a cap, not by their pairing).
+    pub round_lost: Vec<usize>,
 }
 
 /// Cleans a history without a budget: drops orphan results and unanswered calls (or strips

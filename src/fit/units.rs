@@ -259,6 +259,8 @@ impl<'a> Analysis<'a> {
         let mut kept = Vec::with_capacity(self.msgs.len());
         let mut dropped = Vec::new();
         let mut tokens_dropped = 0u128;
+        let round_start = round_start(self.msgs);
+        let mut round_lost = Vec::new();
         for (i, m) in self.msgs.iter().enumerate() {
             let unit = self.unit_of.get(i).copied().unwrap_or(NO_UNIT);
             if keep.get(unit).copied().unwrap_or(false) {
@@ -266,6 +268,10 @@ impl<'a> Analysis<'a> {
             } else {
                 dropped.push(i);
                 tokens_dropped += u128::from(m.tokens);
+                // a message with no unit cannot be sent at all: its pairing dropped it
+                if i >= round_start && unit != NO_UNIT {
+                    round_lost.push(i);
+                }
             }
         }
         let mut tokens_kept = 0u128;
@@ -293,8 +299,15 @@ impl<'a> Analysis<'a> {
         };
         // An empty prompt is never sent, so it primes no reply.
         let primed = if kept.is_empty() { 0 } else { u128::from(priming) };
-        FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + primed), stats }
+        FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + primed), stats, round_start, round_lost }
     }
+}
+
+/// Where the round in progress starts: right after the latest user turn (a user message
+/// carrying tool results is none), or 0 when there is no user turn. An agent that loses this
+/// round's tool results calls the tools again, so a fit reports what of it was left out.
+pub fn round_start(msgs: &[MessageInfo]) -> usize {
+    msgs.iter().rposition(MessageInfo::is_user_turn).map_or(0, |i| i + 1)
 }
 
 /// Per message, whether it can be sent at all (pairs correctly), whatever the budget and
@@ -364,6 +377,42 @@ mod tests {
                 Problem::Orphan { index: 6, ids: strs(&["a"]) },
             ]
         );
+    }
+
+    #[test]
+    fn the_round_in_progress_starts_after_the_latest_user_turn() {
+        let h = [text(Role::User), call(&["a"]), answer(Role::User, &["a"]), text(Role::Assistant)];
+        assert_eq!(round_start(&h), 1, "a user message carrying results is no turn");
+        assert_eq!(round_start(&h[1..]), 0, "no user turn: the whole history is the round");
+        assert_eq!(round_start(&h[..1]), 1, "the latest message is the user turn: nothing after it");
+    }
+
+    #[test]
+    fn round_lost_is_what_the_budget_left_out_of_the_round_not_what_pairing_dropped() {
+        let h = [
+            text(Role::System),
+            text(Role::User),
+            call(&["a"]),
+            answer(Role::Tool, &["a"]),
+            answer(Role::Tool, &["x"]), // orphan: no budget would send it
+            call(&["b"]),               // unanswered: dropped by its pairing
+            text(Role::Assistant),
+        ];
+        let a = Analysis::new(&h, Unanswered::Drop);
+        let nu = a.units.len();
+        let none = |_: usize, _: &[String]| 0u64;
+        // keep only the pins (system, user): the round's sendable messages are lost
+        let mut keep = vec![false; nu];
+        keep[a.unit_of[0]] = true;
+        keep[a.unit_of[1]] = true;
+        let mut a = a;
+        let plan = a.assemble(&keep, 3, 0, StopReason::Budget, &none);
+        assert_eq!(plan.round_start, 2);
+        assert_eq!(plan.round_lost, [2, 3, 6]);
+        // everything sendable kept: nothing is lost, whatever pairing dropped
+        let plan = a.assemble(&vec![true; nu], 3, 0, StopReason::AllFit, &none);
+        assert_eq!(plan.dropped, [4, 5]);
+        assert!(plan.round_lost.is_empty());
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub struct PyFitOutcome {
     unanswered_removed: usize,
     calls_stripped: usize,
     stop_reason: &'static str,
+    /// The first message after the latest user turn (0 without one).
+    round_start: usize,
+    /// Sendable messages from `round_start` on that the budget or a cap left out.
+    round_lost: Vec<usize>,
 }
 
 impl PyFitOutcome {
@@ -45,6 +49,8 @@ impl PyFitOutcome {
             unanswered_removed: s.unanswered_removed,
             calls_stripped: s.calls_stripped,
             stop_reason: s.stop_reason.as_str(),
+            round_start: plan.round_start,
+            round_lost: plan.round_lost,
         }
     }
 }

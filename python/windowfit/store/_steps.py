@@ -5,21 +5,43 @@ requests it needs (a script call, a pipeline, an SQL statement) and receives the
 `run_steps` drives it with a blocking client, `arun_steps` with an asyncio one. `StepStore`
 implements the whole protocol, sync and async, on top of one method that builds an operation:
 the twins share every line of logic and differ only in how a request is executed.
+
+The layers above a store (``Session``, ``UsageTracker``) write their twins the same way, one
+level up: an operation yields `Call`s on objects whose every method ``m`` has an async twin
+``am`` (a store, a ContextManager); `blocking` and `awaitable` make the two public methods of
+one operation.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
 import secrets
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from windowfit.store.base import BaseStore, SessionInfo, UsageRecord, UsageRow
 
-__all__ = ["Operation", "Step", "StepStore", "arun_steps", "new_op_id", "run_steps"]
+__all__ = [
+    "Call",
+    "CallOp",
+    "Operation",
+    "Step",
+    "StepStore",
+    "arun_calls",
+    "arun_steps",
+    "awaitable",
+    "blocking",
+    "call",
+    "new_op_id",
+    "run_calls",
+    "run_steps",
+]
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 #: A request an operation yields to its runner; its meaning belongs to the store.
 Step = tuple[Any, ...]
@@ -45,6 +67,86 @@ async def arun_steps(op: Generator[Step, Any, T], execute: Callable[[Step], Any]
             step = op.send(await execute(step))
     except StopIteration as stop:
         return stop.value
+
+
+#: A method call an operation yields: ``(target, method, args, kwargs)``.
+Call = tuple[Any, str, tuple[Any, ...], dict[str, Any]]
+#: An operation of calls; it receives each call's result, or its exception thrown back in.
+CallOp = Generator[Call, Any, T]
+
+
+def call(target: Any, method: str, *args: Any, **kwargs: Any) -> Call:
+    """The step "call ``target.method(*args, **kwargs)``" (``target.amethod`` when async)."""
+    return (target, method, args, kwargs)
+
+
+class _CallRunner:
+    """Steps an operation of calls: the sync and async runners differ only in making a call.
+
+    A call's exception is thrown into the operation, so it handles a store's ConflictError
+    where it made the call (or lets it propagate)."""
+
+    def __init__(self, op: CallOp[Any]) -> None:
+        self.op = op
+        self.value: Any = None
+        self.result: Any = None
+        self._error: BaseException | None = None
+
+    def next(self) -> Call | None:
+        """The operation's next call; None once it returned (its value in ``result``)."""
+        error, self._error = self._error, None
+        try:
+            return self.op.throw(error) if error is not None else self.op.send(self.value)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
+
+    def failed(self, exc: BaseException) -> None:
+        self.value, self._error = None, exc
+
+
+def run_calls(op: CallOp[T]) -> T:
+    """Run ``op``, making each call on the sync API."""
+    runner = _CallRunner(op)
+    while (c := runner.next()) is not None:
+        try:
+            runner.value = getattr(c[0], c[1])(*c[2], **c[3])
+        except Exception as exc:  # noqa: BLE001 - thrown into the operation, which decides
+            runner.failed(exc)
+    return runner.result
+
+
+async def arun_calls(op: CallOp[T]) -> T:
+    """Run ``op``, awaiting each call's ``a``-prefixed twin."""
+    runner = _CallRunner(op)
+    while (c := runner.next()) is not None:
+        try:
+            runner.value = await getattr(c[0], "a" + c[1])(*c[2], **c[3])
+        except Exception as exc:  # noqa: BLE001 - thrown into the operation, which decides
+            runner.failed(exc)
+    return runner.result
+
+
+def blocking(op: Callable[Concatenate[S, P], CallOp[T]]) -> Callable[Concatenate[S, P], T]:
+    """The sync method of operation ``op`` (same signature and docstring)."""
+
+    @functools.wraps(op)
+    def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run_calls(op(self, *args, **kwargs))
+
+    return run
+
+
+def awaitable(
+    op: Callable[Concatenate[S, P], CallOp[T]],
+) -> Callable[Concatenate[S, P], Awaitable[T]]:
+    """The async twin of operation ``op``: the same body, its calls awaited."""
+
+    @functools.wraps(op)
+    async def arun(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await arun_calls(op(self, *args, **kwargs))
+
+    return arun
 
 
 def new_op_id() -> str:

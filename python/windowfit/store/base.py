@@ -22,14 +22,18 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from typing_extensions import Self
 
 from windowfit.errors import MessageTypeError, WindowfitError
+
+if TYPE_CHECKING:
+    # annotations only: at run time `windowfit.session` installs itself as session_factory
+    from windowfit.session import Session
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -58,6 +62,24 @@ SCHEMA_VERSION = 1
 MAX_SESSION_ID_LENGTH = 1024
 
 T = TypeVar("T")
+_S = TypeVar("_S", bound="BaseStore")
+_P = ParamSpec("_P")
+
+
+def _in_thread(
+    method: Callable[Concatenate[_S, _P], T],
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, T]]:
+    """The default async twin of a sync store method: the store's ``_run`` makes the call of
+    the method (a subclass's override included) off the event loop. Made from the method
+    itself, so a twin's signature is never written twice."""
+    name = method.__name__
+
+    async def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> T:
+        return await self._run(getattr(self, name), *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + name
+    twin.__doc__ = f"Async ``{name}``."
+    return twin
 
 
 # --------------------------------------------------------------------------- errors
@@ -481,9 +503,9 @@ class BaseStore(abc.ABC):
     #: Makes the handles ``session()`` returns. ``windowfit.session`` installs its ``Session``
     #: here when imported (importing ``windowfit`` does), so the store package never imports
     #: the session module and the two stay free of an import cycle.
-    session_factory: ClassVar[Callable[[BaseStore, str], Any] | None] = None
+    session_factory: ClassVar[Callable[[BaseStore, str], Session] | None] = None
 
-    def session(self, session_id: str) -> Any:
+    def session(self, session_id: str) -> Session:
         """A handle on session ``session_id`` (a ``windowfit.Session``; created on first write)."""
         factory = BaseStore.session_factory
         if factory is None:  # pragma: no cover - importing windowfit.store imports windowfit
@@ -591,67 +613,19 @@ class BaseStore(abc.ABC):
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def aappend(self, session_id: str, messages: Sequence[Any]) -> int:
-        return await self._run(self.append, session_id, messages)
-
-    async def aread(
-        self, session_id: str, start: int = 0
-    ) -> tuple[str | None, list[dict[str, Any]]]:
-        return await self._run(self.read, session_id, start)
-
-    async def ainfo(self, session_id: str) -> SessionInfo | None:
-        return await self._run(self.info, session_id)
-
-    async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return await self._run(self.load_state, session_id)
-
-    async def asave_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        return await self._run(self.save_state, session_id, state, expected_version)
-
-    async def acreate_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        return await self._run(
-            self.create_child,
-            parent_id,
-            child_id,
-            task=task,
-            messages=messages,
-            tool_call_id=tool_call_id,
-            meta=meta,
-        )
-
-    async def afinish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        return await self._run(self.finish_child, child_id, result, message)
-
-    async def achildren(self, session_id: str) -> list[SessionInfo]:
-        return await self._run(self.children, session_id)
-
-    async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return await self._run(self.list_sessions, limit)
-
-    async def adelete(self, session_id: str) -> bool:
-        return await self._run(self.delete, session_id)
-
-    async def acleanup(self, older_than: float | timedelta | None = None) -> int:
-        return await self._run(self.cleanup, older_than)
-
-    async def arecord_usage(self, record: UsageRecord) -> None:
-        await self._run(self.record_usage, record)
-
-    async def ausage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        return await self._run(self.usage_rows, model=model, day=day, session_id=session_id)
+    aappend = _in_thread(append)
+    aread = _in_thread(read)
+    ainfo = _in_thread(info)
+    aload_state = _in_thread(load_state)
+    asave_state = _in_thread(save_state)
+    acreate_child = _in_thread(create_child)
+    afinish_child = _in_thread(finish_child)
+    achildren = _in_thread(children)
+    alist_sessions = _in_thread(list_sessions)
+    adelete = _in_thread(delete)
+    acleanup = _in_thread(cleanup)
+    arecord_usage = _in_thread(record_usage)
+    ausage_rows = _in_thread(usage_rows)
 
     # ---- helpers for subclasses
 
