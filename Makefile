@@ -49,9 +49,11 @@ test-rust: $(VENV)/.deps
 	cargo test --lib --quiet
 	cargo check --lib --features python --quiet
 
-## test-python: build the extension (dev profile, cached) and run pytest
+## test-python: build the extension (dev profile, cached) and run pytest on every core
+## (PYTEST_WORKERS=0 runs it in one process)
+PYTEST_WORKERS ?= auto
 test-python: dev services
-	WINDOWFIT_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	WINDOWFIT_REQUIRE_EXTRAS=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist worksteal tests
 
 $(VENV)/.deps: requirements-dev.txt
 	test -x $(PY) || python3 -m venv $(VENV)

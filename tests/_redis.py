@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_port() -> int:
+    """A free port for a cluster node: Redis also binds port + 10000 for the cluster bus, so the
+    port must be at most 55535 and both must be free (the kernel's ephemeral range goes higher)."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, 55536)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise RuntimeError("no free port pair (port, port + 10000) below 55536 on 127.0.0.1")
+
+
 def _ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
@@ -107,7 +128,7 @@ def start_redis_server(*extra: str) -> RedisServer:
     last_error = ""
     for _ in range(3):  # the free port may be taken between probing and binding
         directory = tempfile.mkdtemp(prefix="windowfit-redis-")
-        port = free_port()
+        port = free_cluster_port() if "--cluster-enabled" in extra else free_port()
         args: list[str] = [
             binary,
             "--bind",

@@ -4,6 +4,8 @@ several (the context manager's files each hold one concern)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import windowfit
@@ -86,3 +88,18 @@ def test_context_modules_each_stay_small() -> None:
         sizes
     )
     assert max(sizes.values()) <= 400, sizes
+
+
+def test_the_package_imports_with_no_dependencies_installed() -> None:
+    """``dependencies = []`` in pyproject: the core package and its stores' base must import
+    without any third-party module (typing_extensions and the optional extras blocked)."""
+    blocked = ["typing_extensions", "redis", "psycopg", "openai", "rich", "langchain_core"]
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "import windowfit, windowfit.session, windowfit.store, windowfit.store.sqlite\n"
+        "import windowfit.store.memory, windowfit.context, windowfit.testing.invariants\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
-from typing_extensions import Self
-
 from windowfit.errors import MessageTypeError, WindowfitError
 
 if TYPE_CHECKING:
+    # typing_extensions is not a run-time dependency: Self is only read by type checkers
+    from typing_extensions import Self
+
     # annotations only: at run time `windowfit.session` installs itself as session_factory
     from windowfit.session import Session
 
