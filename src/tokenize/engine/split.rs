@@ -118,6 +118,14 @@ impl<'t> Splitter<'t> {
     fn other_run(&self, mut i: usize) -> usize {
         let b = self.text.as_bytes();
         while i < b.len() {
+            let c = b[i];
+            if c < 0x80 {
+                if super::classes::ASCII[c as usize] & (LETTER | NUMBER | SPACE) != 0 {
+                    break;
+                }
+                i += 1;
+                continue;
+            }
             let (cls, _, n) = self.class_at(i);
             if cls & (LETTER | NUMBER | SPACE) != 0 {
                 break;
@@ -159,19 +167,40 @@ impl<'t> Splitter<'t> {
     #[inline(always)]
     fn spaces(&self, i: usize, to_end: bool) -> usize {
         let b = self.text.as_bytes();
-        let j = self.run(i, SPACE);
+        // One pass over the run: its end, the end of its last line break (0: none) and the
+        // length of its last scalar.
+        let (mut j, mut after_break, mut last) = (i, 0, 1);
+        while j < b.len() {
+            let c = b[j];
+            if c < 0x80 {
+                if super::classes::ASCII[c as usize] & SPACE == 0 {
+                    break;
+                }
+                if c == b'\n' || c == b'\r' {
+                    after_break = j + 1;
+                }
+                last = 1;
+                j += 1;
+            } else {
+                let (c, n) = char_at(b, j);
+                if self.classes.of(c) & SPACE == 0 {
+                    break;
+                }
+                last = n;
+                j += n;
+            }
+        }
         if to_end && j == b.len() {
             return j;
         }
         // `\s*[\r\n]`: up to and including the run's last line break.
-        if let Some(q) = b[i..j].iter().rposition(|&c| c == b'\r' || c == b'\n') {
-            return i + q + 1;
+        if after_break > 0 {
+            return after_break;
         }
         if j == b.len() {
             return j;
         }
         // `\s+(?!\S)`: the run less its last scalar, when that leaves something.
-        let last = self.text[i..j].chars().next_back().map_or(1, char::len_utf8);
         if j - last > i {
             j - last
         } else {
@@ -179,8 +208,55 @@ impl<'t> Splitter<'t> {
         }
     }
 
+    /// The common ASCII cases of [`Self::next_cl100k`], settled by the first two bytes
+    /// alone: a letter run, a space or punctuation mark before ASCII letters, a punctuation
+    /// run, a line break. `None` sends the rest (a following non-ASCII byte, a quote, other
+    /// whitespace) down the general path.
+    #[inline(always)]
+    fn ascii_cl100k(&self, i: usize, b0: u8, qwen: bool) -> Option<usize> {
+        use super::classes::ASCII;
+        let b = self.text.as_bytes();
+        let cls = ASCII[b0 as usize];
+        if cls & LETTER != 0 {
+            return Some(self.run(i + 1, LETTER));
+        }
+        if cls & NUMBER != 0 {
+            return Some(if qwen { i + 1 } else { self.digits(i + 1) });
+        }
+        if b0 == b'\r' || b0 == b'\n' {
+            return Some(self.spaces(i, !qwen));
+        }
+        if b0 == b'\'' || (cls & SPACE != 0 && b0 != b' ') {
+            return None;
+        }
+        // b0 is a space or a punctuation mark: the byte after it decides.
+        let Some(&b1) = b.get(i + 1) else {
+            return (b0 != b' ').then_some(i + 1);
+        };
+        if b1 >= 0x80 {
+            return None;
+        }
+        let next = ASCII[b1 as usize];
+        if next & LETTER != 0 {
+            return Some(self.run(i + 2, LETTER));
+        }
+        if b0 != b' ' {
+            return Some(self.byte_run(self.other_run(i + 1), b"\r\n"));
+        }
+        if next & (NUMBER | SPACE) == 0 {
+            return Some(self.byte_run(self.other_run(i + 2), b"\r\n"));
+        }
+        Some(self.spaces(i, !qwen))
+    }
+
     /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`).
     fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
+        let b0 = self.text.as_bytes()[i];
+        if b0 < 0x80 {
+            if let Some(end) = self.ascii_cl100k(i, b0, qwen) {
+                return end;
+            }
+        }
         let (cls, c, n) = self.class_at(i);
         if c == u32::from(b'\'') {
             let k = self.contraction(i, b"sdmt");
