@@ -162,6 +162,32 @@ def test_deepseek_whitespace_difference_is_where_it_is_documented() -> None:
         assert counter.decode(ds_ids) == counter.decode(hf_ids) == text  # only the split differs
 
 
+# What DeepSeek's three pre-tokenizer splits test: numbers (cut in threes), the CJK and
+# kana ranges they isolate (with the kana marks and punctuation inside them), ASCII
+# punctuation before ASCII letters, letters with marks, whitespace runs, and the added
+# tokens' texts the tokenizer splits out before anything else.
+deepseek_st = st.lists(
+    st.sampled_from(_FUZZ_ALPHABET)
+    | st.sampled_from(list("0123456789٣²Ⅻ中文龥一ぁゟ゠・ヿカ\u3099\u309b\u4dff\u9fa6"))
+    | st.sampled_from([" ", "  ", "\n", " \n ", "\t", ".x", "$abc", "_é", "\u0301", "ʰ"])
+    | st.sampled_from(["<｜end▁of▁sentence｜>", "<｜User｜>", "｜DSML｜", "<think>", "</think>"])
+    | st.characters(codec="utf-8"),
+    max_size=60,
+).map("".join)
+
+
+@PROPERTY
+@given(text=deepseek_st)
+@example(text="<｜end▁of▁sentence｜>12345 中文abc")
+def test_property_deepseek_equal_to_hugging_face(text: str) -> None:
+    """The engine's fast path for DeepSeek's tokenizer.json (and the added tokens it leaves
+    to the tokenizers crate) against Hugging Face's own tokenizer."""
+    counter, encode = make_counter("deepseek", cache_entries=0), _hf_encoder()
+    ids = encode(text)
+    assert counter.encode(text) == ids
+    assert counter.count(text) == len(ids) == counter.count_many(["x", text])[1]
+
+
 def test_deepseek_against_its_own_pure_python_encoder() -> None:
     """An oracle independent of the ``tokenizers`` crate the extension links: windowfit equals
     ``ds_token`` on every corpus text where ds_token and HF agree (most of them); where they

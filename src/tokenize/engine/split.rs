@@ -13,7 +13,7 @@
 //!   \s*[\r\n]+|\s+(?!\S)|\s+` with UPPER = `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and
 //!   LOWER = `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 
-use super::classes::{Classes, CASELESS, LETTER, LOWER, NUMBER, SPACE, UPPER};
+use super::classes::{Classes, CASELESS, LETTER, LOWER, MARK, NUMBER, PUNCT, SPACE, UPPER};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pattern {
@@ -21,6 +21,9 @@ pub enum Pattern {
     O200k,
     /// Qwen's classic pattern: cl100k's with one digit per number and no `\s++$`.
     Qwen,
+    /// The last split of DeepSeek's pre-tokenizer ([`DEEPSEEK_WORDS`]), on a piece the two
+    /// before it left (see `engine::merges`), its unmatched stretches kept as pieces.
+    DeepSeek,
 }
 
 pub const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
@@ -31,6 +34,13 @@ pub const O200K: &str = concat!(
 );
 pub const QWEN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// DeepSeek's third split: `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|
+/// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+pub const DEEPSEEK_WORDS: &str = concat!(
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"##,
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+);
 
 impl Pattern {
     /// The hand-written splitter equal to the regex `pattern`, if there is one.
@@ -364,6 +374,57 @@ impl<'t> Splitter<'t> {
     }
 }
 
+impl Splitter<'_> {
+    /// Where a match of [`DEEPSEEK_WORDS`] starting at `i` ends, if one does.
+    fn deepseek_match(&self, i: usize) -> Option<usize> {
+        let b = self.text.as_bytes();
+        let (cls, c, n) = self.class_at(i);
+        let (next, nc, _) = self.class_at(i + n);
+        // An ASCII punctuation mark before ASCII letters.
+        if c < 0x80 && cls & PUNCT != 0 && nc < 0x80 && (nc as u8).is_ascii_alphabetic() {
+            return Some(self.byte_run_by(i + 1, u8::is_ascii_alphabetic));
+        }
+        // A word of letters and marks, after one optional other scalar.
+        let prefix = cls & (LETTER | PUNCT) == 0 && c != u32::from(b'\r') && c != u32::from(b'\n');
+        if prefix && next & (LETTER | MARK) != 0 || cls & (LETTER | MARK) != 0 {
+            return Some(self.run(i + n, LETTER | MARK));
+        }
+        if c == u32::from(b' ') && next & PUNCT != 0 {
+            return Some(self.byte_run(self.run(i + 1, PUNCT), b"\r\n"));
+        }
+        if cls & PUNCT != 0 {
+            return Some(self.byte_run(self.run(i + n, PUNCT), b"\r\n"));
+        }
+        if cls & SPACE != 0 {
+            return Some(self.spaces(i, false));
+        }
+        debug_assert!(i < b.len());
+        None
+    }
+
+    /// The DeepSeek piece at `i`: a match, or the stretch up to the next one.
+    fn next_deepseek(&self, i: usize) -> usize {
+        if let Some(end) = self.deepseek_match(i) {
+            return end;
+        }
+        let mut j = i + self.class_at(i).2;
+        while j < self.text.len() && self.deepseek_match(j).is_none() {
+            j += self.class_at(j).2;
+        }
+        j
+    }
+
+    /// End of the run of bytes satisfying `keep`, from `i`.
+    #[inline(always)]
+    fn byte_run_by(&self, mut i: usize, keep: impl Fn(&u8) -> bool) -> usize {
+        let b = self.text.as_bytes();
+        while i < b.len() && keep(&b[i]) {
+            i += 1;
+        }
+        i
+    }
+}
+
 impl<'t> Iterator for Splitter<'t> {
     type Item = &'t str;
 
@@ -377,6 +438,7 @@ impl<'t> Iterator for Splitter<'t> {
             Pattern::Cl100k => self.next_cl100k(i, false),
             Pattern::Qwen => self.next_cl100k(i, true),
             Pattern::O200k => self.next_o200k(i),
+            Pattern::DeepSeek => self.next_deepseek(i),
         };
         debug_assert!(end > i && self.text.is_char_boundary(end));
         self.pos = end;
