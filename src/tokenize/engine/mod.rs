@@ -12,6 +12,7 @@
 
 pub mod bpe;
 pub mod classes;
+pub mod merges;
 pub mod split;
 pub mod vocab;
 

@@ -490,21 +490,27 @@ mod tests {
 
     #[test]
     fn random_texts_from_a_tricky_alphabet() {
-        let alphabet: Vec<char> =
-            " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é".chars().collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for len in 1..40 {
-            for _ in 0..300 {
-                let text: String = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        alphabet[(seed % alphabet.len() as u64) as usize]
-                    })
-                    .collect();
-                check(&text);
-            }
+        let alphabet = " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é";
+        for text in random_texts(alphabet, 40, 300) {
+            check(&text);
         }
     }
+}
+
+/// `per_len` random texts of each length below `max_len` drawn from `alphabet`'s scalars
+/// (a fixed seed: the same texts every run).
+#[cfg(test)]
+pub(crate) fn random_texts(alphabet: &str, max_len: usize, per_len: usize) -> Vec<String> {
+    let alphabet: Vec<char> = alphabet.chars().collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (1..max_len)
+        .flat_map(|len| std::iter::repeat_n(len, per_len))
+        .map(|len| (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect())
+        .collect()
 }
