@@ -312,7 +312,7 @@ mod tests {
             assert_eq!(pieces(text), by_regex(text), "{text:?}");
         }
         let alphabet = " \t\n\r\u{3000}\u{a0}aZé'sx0١Ⅻ².,!/-_$中ひ゠ʰ\u{301}\u{200d}🙂、«";
-        for text in super::super::split::random_texts(alphabet, 30, 200) {
+        for text in super::super::split::tests::random_texts(alphabet, 30, 200) {
             assert_eq!(pieces(&text), by_regex(&text), "{text:?}");
         }
     }

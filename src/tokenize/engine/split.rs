@@ -447,7 +447,7 @@ impl<'t> Iterator for Splitter<'t> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
@@ -495,22 +495,21 @@ mod tests {
             check(&text);
         }
     }
-}
 
-/// `per_len` random texts of each length below `max_len` drawn from `alphabet`'s scalars
-/// (a fixed seed: the same texts every run).
-#[cfg(test)]
-pub(crate) fn random_texts(alphabet: &str, max_len: usize, per_len: usize) -> Vec<String> {
-    let alphabet: Vec<char> = alphabet.chars().collect();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    (1..max_len)
-        .flat_map(|len| std::iter::repeat_n(len, per_len))
-        .map(|len| (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect())
-        .collect()
+    /// `per_len` random texts of each length below `max_len` drawn from `alphabet`'s scalars
+    /// (a fixed seed: the same texts every run).
+    pub(crate) fn random_texts(alphabet: &str, max_len: usize, per_len: usize) -> Vec<String> {
+        let alphabet: Vec<char> = alphabet.chars().collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        (1..max_len)
+            .flat_map(|len| std::iter::repeat_n(len, per_len))
+            .map(|len| (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect())
+            .collect()
+    }
 }
