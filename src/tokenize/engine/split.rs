@@ -500,16 +500,21 @@ pub(crate) mod tests {
     /// (a fixed seed: the same texts every run).
     pub(crate) fn random_texts(alphabet: &str, max_len: usize, per_len: usize) -> Vec<String> {
         let alphabet: Vec<char> = alphabet.chars().collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift();
         (1..max_len)
             .flat_map(|len| std::iter::repeat_n(len, per_len))
             .map(|len| (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect())
             .collect()
+    }
+
+    /// A fixed-seed xorshift generator: test data that is the same on every run.
+    pub(crate) fn xorshift() -> impl FnMut() -> u64 {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
     }
 }
