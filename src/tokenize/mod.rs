@@ -4,6 +4,7 @@
 pub mod engine;
 mod heuristic;
 mod hf;
+pub mod nfc;
 mod openai;
 mod tiktoken_file;
 

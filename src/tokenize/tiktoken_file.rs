@@ -7,7 +7,6 @@ use std::path::Path;
 use base64::Engine;
 use fancy_regex::Regex;
 use rustc_hash::FxHashMap;
-use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
 use super::engine::{Pattern, Splitter};
 use super::Backend;
@@ -88,8 +87,8 @@ impl TiktokenFile {
     }
 
     fn normalized<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        if self.nfc && is_nfc_quick(text.chars()) != IsNormalized::Yes {
-            std::borrow::Cow::Owned(text.nfc().collect())
+        if self.nfc {
+            super::nfc::nfc(text)
         } else {
             std::borrow::Cow::Borrowed(text)
         }
@@ -181,7 +180,7 @@ impl Backend for TiktokenFile {
 
     fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
         // Pieces must be slices of the caller's text; normalization would change it.
-        if self.nfc && is_nfc_quick(text.chars()) != IsNormalized::Yes {
+        if self.nfc && super::nfc::needs_normalizing(text) {
             return None;
         }
         let mut pieces = Vec::new();

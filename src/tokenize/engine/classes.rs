@@ -21,6 +21,10 @@ pub const UPPER: u8 = 8;
 pub const LOWER: u8 = 16;
 /// `\p{Lm}`, `\p{Lo}` or `\p{M}`: in both of o200k's letter sets.
 pub const CASELESS: u8 = 32;
+/// `\p{P}` or `\p{S}`: DeepSeek's punctuation class.
+pub const PUNCT: u8 = 64;
+/// `\p{M}`: a mark (DeepSeek's words are `[\p{L}\p{M}]+`).
+pub const MARK: u8 = 128;
 
 const BLOCK: usize = 256;
 
@@ -41,7 +45,7 @@ fn ranges(property: &str) -> Vec<(u32, u32)> {
 
 fn build() -> Classes {
     let mut flat = vec![0u8; 0x110000];
-    let sets: [(&str, u8); 8] = [
+    let sets: [(&str, u8); 10] = [
         (r"\p{L}", LETTER),
         (r"\p{N}", NUMBER),
         (r"\s", SPACE),
@@ -50,6 +54,8 @@ fn build() -> Classes {
         (r"\p{Lm}", CASELESS),
         (r"\p{Lo}", CASELESS),
         (r"\p{M}", CASELESS),
+        (r"[\p{P}\p{S}]", PUNCT),
+        (r"\p{M}", MARK),
     ];
     for (property, bit) in sets {
         for (lo, hi) in ranges(property) {
@@ -88,6 +94,8 @@ const fn ascii() -> [u8; 128] {
             NUMBER
         } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
             SPACE
+        } else if b.is_ascii_punctuation() {
+            PUNCT
         } else {
             0
         };
@@ -134,11 +142,13 @@ mod tests {
         assert_eq!(t.of('é' as u32), LETTER | LOWER);
         assert_eq!(t.of('Σ' as u32), LETTER | UPPER);
         assert_eq!(t.of('中' as u32), LETTER | CASELESS);
-        assert_eq!(t.of(0x0301), CASELESS); // combining acute: a mark, not a letter
+        assert_eq!(t.of(0x0301), CASELESS | MARK); // combining acute: a mark, not a letter
         assert_eq!(t.of('٣' as u32), NUMBER);
         assert_eq!(t.of(0x3000), SPACE);
         assert_eq!(t.of(0x85), SPACE);
-        assert_eq!(t.of('🙂' as u32), 0);
+        assert_eq!(t.of('🙂' as u32), PUNCT); // a symbol
+        assert_eq!(t.of('、' as u32), PUNCT);
+        assert_eq!(t.of(0x200d), 0); // a format character: none of the classes
         assert_eq!(t.of(0x10FFFF), 0);
     }
 }

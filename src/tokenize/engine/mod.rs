@@ -12,6 +12,7 @@
 
 pub mod bpe;
 pub mod classes;
+pub mod merges;
 pub mod split;
 pub mod vocab;
 
@@ -209,13 +210,7 @@ mod tests {
 
     #[test]
     fn giant_piece_encoder_equals_heap_merge() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = split::tests::xorshift();
         let len = bpe::GIANT_PIECE + 1234;
         let fill = |unit: &str| unit.repeat(len / unit.len() + 1);
         let mut pieces: Vec<Vec<u8>> =

@@ -13,7 +13,7 @@
 //!   \s*[\r\n]+|\s+(?!\S)|\s+` with UPPER = `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and
 //!   LOWER = `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 
-use super::classes::{Classes, CASELESS, LETTER, LOWER, NUMBER, SPACE, UPPER};
+use super::classes::{Classes, CASELESS, LETTER, LOWER, MARK, NUMBER, PUNCT, SPACE, UPPER};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pattern {
@@ -21,6 +21,9 @@ pub enum Pattern {
     O200k,
     /// Qwen's classic pattern: cl100k's with one digit per number and no `\s++$`.
     Qwen,
+    /// The last split of DeepSeek's pre-tokenizer ([`DEEPSEEK_WORDS`]), on a piece the two
+    /// before it left (see `engine::merges`), its unmatched stretches kept as pieces.
+    DeepSeek,
 }
 
 pub const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
@@ -31,6 +34,13 @@ pub const O200K: &str = concat!(
 );
 pub const QWEN: &str =
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// DeepSeek's third split: `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|
+/// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+pub const DEEPSEEK_WORDS: &str = concat!(
+    r##"[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"##,
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+);
 
 impl Pattern {
     /// The hand-written splitter equal to the regex `pattern`, if there is one.
@@ -118,6 +128,14 @@ impl<'t> Splitter<'t> {
     fn other_run(&self, mut i: usize) -> usize {
         let b = self.text.as_bytes();
         while i < b.len() {
+            let c = b[i];
+            if c < 0x80 {
+                if super::classes::ASCII[c as usize] & (LETTER | NUMBER | SPACE) != 0 {
+                    break;
+                }
+                i += 1;
+                continue;
+            }
             let (cls, _, n) = self.class_at(i);
             if cls & (LETTER | NUMBER | SPACE) != 0 {
                 break;
@@ -159,19 +177,40 @@ impl<'t> Splitter<'t> {
     #[inline(always)]
     fn spaces(&self, i: usize, to_end: bool) -> usize {
         let b = self.text.as_bytes();
-        let j = self.run(i, SPACE);
+        // One pass over the run: its end, the end of its last line break (0: none) and the
+        // length of its last scalar.
+        let (mut j, mut after_break, mut last) = (i, 0, 1);
+        while j < b.len() {
+            let c = b[j];
+            if c < 0x80 {
+                if super::classes::ASCII[c as usize] & SPACE == 0 {
+                    break;
+                }
+                if c == b'\n' || c == b'\r' {
+                    after_break = j + 1;
+                }
+                last = 1;
+                j += 1;
+            } else {
+                let (c, n) = char_at(b, j);
+                if self.classes.of(c) & SPACE == 0 {
+                    break;
+                }
+                last = n;
+                j += n;
+            }
+        }
         if to_end && j == b.len() {
             return j;
         }
         // `\s*[\r\n]`: up to and including the run's last line break.
-        if let Some(q) = b[i..j].iter().rposition(|&c| c == b'\r' || c == b'\n') {
-            return i + q + 1;
+        if after_break > 0 {
+            return after_break;
         }
         if j == b.len() {
             return j;
         }
         // `\s+(?!\S)`: the run less its last scalar, when that leaves something.
-        let last = self.text[i..j].chars().next_back().map_or(1, char::len_utf8);
         if j - last > i {
             j - last
         } else {
@@ -179,8 +218,55 @@ impl<'t> Splitter<'t> {
         }
     }
 
+    /// The common ASCII cases of [`Self::next_cl100k`], settled by the first two bytes
+    /// alone: a letter run, a space or punctuation mark before ASCII letters, a punctuation
+    /// run, a line break. `None` sends the rest (a following non-ASCII byte, a quote, other
+    /// whitespace) down the general path.
+    #[inline(always)]
+    fn ascii_cl100k(&self, i: usize, b0: u8, qwen: bool) -> Option<usize> {
+        use super::classes::ASCII;
+        let b = self.text.as_bytes();
+        let cls = ASCII[b0 as usize];
+        if cls & LETTER != 0 {
+            return Some(self.run(i + 1, LETTER));
+        }
+        if cls & NUMBER != 0 {
+            return Some(if qwen { i + 1 } else { self.digits(i + 1) });
+        }
+        if b0 == b'\r' || b0 == b'\n' {
+            return Some(self.spaces(i, !qwen));
+        }
+        if b0 == b'\'' || (cls & SPACE != 0 && b0 != b' ') {
+            return None;
+        }
+        // b0 is a space or a punctuation mark: the byte after it decides.
+        let Some(&b1) = b.get(i + 1) else {
+            return (b0 != b' ').then_some(i + 1);
+        };
+        if b1 >= 0x80 {
+            return None;
+        }
+        let next = ASCII[b1 as usize];
+        if next & LETTER != 0 {
+            return Some(self.run(i + 2, LETTER));
+        }
+        if b0 != b' ' {
+            return Some(self.byte_run(self.other_run(i + 1), b"\r\n"));
+        }
+        if next & (NUMBER | SPACE) == 0 {
+            return Some(self.byte_run(self.other_run(i + 2), b"\r\n"));
+        }
+        Some(self.spaces(i, !qwen))
+    }
+
     /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`).
     fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
+        let b0 = self.text.as_bytes()[i];
+        if b0 < 0x80 {
+            if let Some(end) = self.ascii_cl100k(i, b0, qwen) {
+                return end;
+            }
+        }
         let (cls, c, n) = self.class_at(i);
         if c == u32::from(b'\'') {
             let k = self.contraction(i, b"sdmt");
@@ -288,6 +374,57 @@ impl<'t> Splitter<'t> {
     }
 }
 
+impl Splitter<'_> {
+    /// Where a match of [`DEEPSEEK_WORDS`] starting at `i` ends, if one does.
+    fn deepseek_match(&self, i: usize) -> Option<usize> {
+        let b = self.text.as_bytes();
+        let (cls, c, n) = self.class_at(i);
+        let (next, nc, _) = self.class_at(i + n);
+        // An ASCII punctuation mark before ASCII letters.
+        if c < 0x80 && cls & PUNCT != 0 && nc < 0x80 && (nc as u8).is_ascii_alphabetic() {
+            return Some(self.byte_run_by(i + 1, u8::is_ascii_alphabetic));
+        }
+        // A word of letters and marks, after one optional other scalar.
+        let prefix = cls & (LETTER | PUNCT) == 0 && c != u32::from(b'\r') && c != u32::from(b'\n');
+        if prefix && next & (LETTER | MARK) != 0 || cls & (LETTER | MARK) != 0 {
+            return Some(self.run(i + n, LETTER | MARK));
+        }
+        if c == u32::from(b' ') && next & PUNCT != 0 {
+            return Some(self.byte_run(self.run(i + 1, PUNCT), b"\r\n"));
+        }
+        if cls & PUNCT != 0 {
+            return Some(self.byte_run(self.run(i + n, PUNCT), b"\r\n"));
+        }
+        if cls & SPACE != 0 {
+            return Some(self.spaces(i, false));
+        }
+        debug_assert!(i < b.len());
+        None
+    }
+
+    /// The DeepSeek piece at `i`: a match, or the stretch up to the next one.
+    fn next_deepseek(&self, i: usize) -> usize {
+        if let Some(end) = self.deepseek_match(i) {
+            return end;
+        }
+        let mut j = i + self.class_at(i).2;
+        while j < self.text.len() && self.deepseek_match(j).is_none() {
+            j += self.class_at(j).2;
+        }
+        j
+    }
+
+    /// End of the run of bytes satisfying `keep`, from `i`.
+    #[inline(always)]
+    fn byte_run_by(&self, mut i: usize, keep: impl Fn(&u8) -> bool) -> usize {
+        let b = self.text.as_bytes();
+        while i < b.len() && keep(&b[i]) {
+            i += 1;
+        }
+        i
+    }
+}
+
 impl<'t> Iterator for Splitter<'t> {
     type Item = &'t str;
 
@@ -301,6 +438,7 @@ impl<'t> Iterator for Splitter<'t> {
             Pattern::Cl100k => self.next_cl100k(i, false),
             Pattern::Qwen => self.next_cl100k(i, true),
             Pattern::O200k => self.next_o200k(i),
+            Pattern::DeepSeek => self.next_deepseek(i),
         };
         debug_assert!(end > i && self.text.is_char_boundary(end));
         self.pos = end;
@@ -309,7 +447,7 @@ impl<'t> Iterator for Splitter<'t> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
@@ -352,21 +490,31 @@ mod tests {
 
     #[test]
     fn random_texts_from_a_tricky_alphabet() {
-        let alphabet: Vec<char> =
-            " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é".chars().collect();
+        let alphabet = " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é";
+        for text in random_texts(alphabet, 40, 300) {
+            check(&text);
+        }
+    }
+
+    /// `per_len` random texts of each length below `max_len` drawn from `alphabet`'s scalars
+    /// (a fixed seed: the same texts every run).
+    pub(crate) fn random_texts(alphabet: &str, max_len: usize, per_len: usize) -> Vec<String> {
+        let alphabet: Vec<char> = alphabet.chars().collect();
+        let mut next = xorshift();
+        (1..max_len)
+            .flat_map(|len| std::iter::repeat_n(len, per_len))
+            .map(|len| (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect())
+            .collect()
+    }
+
+    /// A fixed-seed xorshift generator: test data that is the same on every run.
+    pub(crate) fn xorshift() -> impl FnMut() -> u64 {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for len in 1..40 {
-            for _ in 0..300 {
-                let text: String = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        alphabet[(seed % alphabet.len() as u64) as usize]
-                    })
-                    .collect();
-                check(&text);
-            }
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
         }
     }
 }
