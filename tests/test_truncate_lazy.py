@@ -4,8 +4,9 @@ cuts (``lines=True``), and the one default direction. tiktoken is the oracle for
 
 from __future__ import annotations
 
-import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,17 +208,34 @@ def test_flags_must_be_bools(name: str) -> None:
         truncate("a b c", 1, counter=CL100K, **{name: 1})  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(not os.environ.get("WINDOWFIT_BIG_TESTS"), reason="set WINDOWFIT_BIG_TESTS=1")
 def test_a_100_mb_text_is_cut_within_a_small_multiple_of_its_size() -> None:
-    import resource
-
-    text = log(2000) * 600  # ~100 MB, ASCII and not
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    for direction in DIRECTIONS:
-        t = truncate(text, 2000, direction=direction, counter=CL100K, lines=True)
-        assert t.tokens <= 2000
-    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kb * 1024 < 3 * len(text.encode())
+    """In a fresh interpreter, so the peak memory is this cut's alone: 100 MB (ASCII and not),
+    every direction, whole lines, with and without the whole count."""
+    code = (
+        "import resource, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_truncate_lazy import CL100K, DIRECTIONS, log\n"
+        "from windowfit.truncation import truncate\n"
+        "unit = log(2000)\n"
+        "text = unit * (100_000_000 // len(unit.encode()) + 1)\n"
+        "size = len(text.encode())\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "for direction in DIRECTIONS:\n"
+        "    for marker in ('[cut]', '[{omitted} tokens cut]'):\n"
+        "        t = truncate(text, 2000, direction=direction, counter=CL100K, lines=True,\n"
+        "                     marker=marker)\n"
+        "        assert t.tokens <= 2000, (direction, marker, t.tokens)\n"
+        "grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024\n"
+        "print(size, grown)\n"
+    )
+    here = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code, here], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    size, grown = map(int, done.stdout.split())
+    assert size >= 100_000_000
+    assert grown < 3 * size, f"the cut grew the peak memory by {grown / size:.1f}x the text"
 
 
 # --------------------------------------------------------------------------- one default
