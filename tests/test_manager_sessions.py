@@ -319,9 +319,11 @@ def test_async_session_matches_sync(session) -> None:
 
     class AsyncSummarizer:
         max_input_tokens = 10**9  # fold as much per call as the inline default does
+        keeps_target = True  # as the wrapped summarizer: it gets the same (whole) room
 
         def __init__(self) -> None:
             self.inner = ExtractiveSummarizer(counter=scm.counter)
+            self.counter = scm.counter
             self.calls = 0
 
         async def __call__(self, messages, *, previous_summary, target_tokens, language):

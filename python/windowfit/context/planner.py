@@ -272,9 +272,13 @@ class Planner(Windows):
         room = max(0, min(b.summary_budget, self.summary_max_tokens) - overhead)
         # Aim below the hard room so a summarizer overshooting its target a little (LLMs do,
         # estimates do) still fits instead of failing the same way every turn.
+        # A summarizer that measures with this manager's counter and keeps its target (the
+        # offline one) never overshoots, so it gets the whole room: under the absolute cap the
+        # 20% headroom would cost a fifth of the facts a summary can hold.
+        headroom = 1.0 if self._keeps_target() else TARGET_HEADROOM
         target = summary_target_tokens(
             st["evicted_tokens"] + fold_tokens,
-            int(room * TARGET_HEADROOM),
+            int(room * headroom),
             self.summary_length_ratio,
         )
         limit = min(room, max(int(target * OVERSIZE_FACTOR), target + 64))
@@ -291,6 +295,13 @@ class Planner(Windows):
             fold_tokens=fold_tokens,
             fold_count=len(fold),
         )
+
+    def _keeps_target(self) -> bool:
+        """The summarizer promises ``keeps_target`` and counts with this manager's tokenizer."""
+        theirs = getattr(self.summarizer, "counter", None)
+        if not getattr(self.summarizer, "keeps_target", False) or theirs is None:
+            return False
+        return theirs is self.counter or getattr(theirs, "name", None) == self.counter.name
 
     @staticmethod
     def _detect(fold: list[dict[str, Any]], previous: str) -> str:

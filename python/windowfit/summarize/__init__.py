@@ -8,6 +8,9 @@ A summarizer is anything callable as::
 dicts, ``previous_summary`` is the summary they must be merged into (``""`` for the first one),
 ``target_tokens`` the length to aim for and ``language`` ``"zh"`` or ``"en"``. The result
 replaces the previous summary, so it must carry forward whatever of it is still relevant.
+The manager aims ``target_tokens`` 20% below the summary's room, since model-written summaries
+overshoot; a summarizer with ``keeps_target = True`` and a ``counter`` that counts like the
+manager's (the offline one) is trusted to stay within it and gets the whole room.
 
 Two are built in:
 

@@ -280,6 +280,9 @@ class SalienceSummarizer:
 
     # Called inline by the manager: it is fast and cannot hang, so no timeout thread needed.
     inline = True
+    # Its text never exceeds ``target_tokens`` as ``counter`` counts (lines are dropped until
+    # the exact count fits), so a manager counting alike may aim at its whole summary room.
+    keeps_target = True
 
     def __init__(
         self,
@@ -484,9 +487,15 @@ class SalienceSummarizer:
             if _FILLER_RE.match(text) or not line.terms:
                 line.score = 0.0
                 continue
+            question = text.rstrip().endswith(_QUESTION_END)
+            # A question asks about the names it holds ("Who wrote The Canterbury Tales?"):
+            # they are its topic, not a fact; a date, number or code in it still is one.
+            names = (
+                0 if question else sum(1 for w in _CAPITAL_RE.findall(text) if df[w.lower()] <= 2)
+            )
             specifics = (
                 len(_DATE_RE.findall(text)) * 2.0
-                + sum(1 for w in _CAPITAL_RE.findall(text) if df[w.lower()] <= 2) * 1.5
+                + names * 1.5
                 + len(_NUMBER_RE.findall(text)) * 1.0
                 + len(_identifier_spans(text, limit=4)) * 1.5
                 + len(re.findall(r"[《“「『\"]", text)) * 1.0
@@ -521,7 +530,7 @@ class SalienceSummarizer:
             # value per token: a long sentence must carry proportionally more
             tokens = max(4, self._tokens(text))
             line.score = weight * recency * (rarity + specifics + intent) / tokens**0.6
-            if specifics == 0 and text.rstrip().endswith(_QUESTION_END):
+            if specifics == 0 and question:
                 line.score *= 0.6  # a bare question states no fact; its answer may
 
     @staticmethod
