@@ -279,8 +279,11 @@ def fit(
     if lost:  # left out although the caller asked to cut it: worth a warning
         logger.log(
             logging.INFO if oversize == "drop" else logging.WARNING,
-            "fit: the round in progress (messages %s) does not fit in budget %d: left out",
-            lost,
+            "fit: the round in progress (%d messages, %d to %d) does not fit in budget %d: "
+            "left out",
+            len(lost),
+            lost[0],
+            lost[-1],
             b,
         )
     stats = cast(FitStats, result.stats)
