@@ -39,6 +39,11 @@ pub trait Backend: Send + Sync {
         let n = self.count(text);
         (n <= limit).then_some(n)
     }
+    /// Whether `count` already spreads a long text over all cores (so a caller should not
+    /// split it again through `pieces`).
+    fn counts_in_parallel(&self) -> bool {
+        false
+    }
     /// Tokens of one pre-tokenizer piece (no further splitting). Defaults to `count`.
     fn count_piece(&self, piece: &str) -> usize {
         self.count(piece)

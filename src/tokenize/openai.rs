@@ -65,6 +65,10 @@ impl Backend for OpenAiEncoding {
         self.engine.count_until(text, limit)
     }
 
+    fn counts_in_parallel(&self) -> bool {
+        true
+    }
+
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
         Ok(self.engine.encode(text))
     }

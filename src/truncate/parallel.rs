@@ -12,11 +12,15 @@ pub(super) const PARALLEL_SYNC_BYTES: usize = 16 << 10;
 pub(super) const SLICE_MARGIN: usize = 256;
 
 /// `backend.count(text)`, computed in parallel chunks for texts of 1 MiB or more when the backend
-/// is exact and has pieces. Relies on what the `Backend` contract implies for exact backends:
+/// is exact and has pieces. A backend that counts in parallel itself (the engine, which cuts
+/// at places no piece crosses and counts each chunk on its fast path) is simply asked. Relies on what the `Backend` contract implies for exact backends:
 /// the pieces' `count_piece` add up to `count`; and on the pre-tokenizer deciding each piece from
 /// the rest of the text with little look-around (see [`count_pieces_parallel`]). Falls back to
 /// `backend.count` whenever a chunk's pieces do not line up.
 pub fn count_text(backend: &dyn Backend, text: &str) -> usize {
+    if backend.counts_in_parallel() {
+        return backend.count(text);
+    }
     if text.len() >= PARALLEL_COUNT_MIN_BYTES && backend.is_exact() && rayon::current_num_threads() > 1 {
         let chunks = (rayon::current_num_threads() * 4).min(text.len() / PARALLEL_CHUNK_MIN_BYTES);
         if let Some(n) = count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES) {
