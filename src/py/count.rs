@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::errors::guarded;
 use super::light;
-use super::messages::{counted_messages, extract_message, extract_text, extract_texts};
+use super::messages::{counted_messages, extract_message, extract_text, extract_texts, with_text};
 use crate::cache::CountCache;
 use crate::count::{Counter, MessageFormat};
 use crate::error::Error;
@@ -119,12 +119,12 @@ impl PyCounter {
 
     /// Tokens of `text` (cached by content).
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let text = extract_text(text, "text")?;
-        let s = text.as_ref();
-        guarded("count", || {
-            // Releasing the GIL costs more than counting a short text.
-            Ok(if s.len() > 16 * 1024 { py.detach(|| self.inner.count(s)) } else { self.inner.count(s) })
-        })
+        with_text(text, "text", |s| {
+            guarded("count", || {
+                // Releasing the GIL costs more than counting a short text.
+                Ok(if s.len() > 16 * 1024 { py.detach(|| self.inner.count(s)) } else { self.inner.count(s) })
+            })
+        })?
     }
 
     /// Tokens of each text; the GIL is released and large batches use all cores.
