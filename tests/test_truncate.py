@@ -103,11 +103,12 @@ def test_head_ratio_shifts_the_split() -> None:
 
 
 def test_marker_placeholder_is_filled() -> None:
-    t = truncate(LOG, 60, direction="head_tail", counter=CL100K)
+    marker = wf.TOKENS_OMITTED_MARKER
+    t = truncate(LOG, 60, direction="head_tail", counter=CL100K, marker=marker)
     assert f"…[{t.omitted_tokens} tokens omitted]…" in t.text
     assert "{omitted}" not in t.text
     # omitted = original - head - tail, each counted alone
-    head, tail = split(LOG, t, DEFAULT_MARKER)
+    head, tail = split(LOG, t, marker)
     assert t.omitted_tokens == t.original_tokens - CL100K.count(head) - CL100K.count(tail)
     t = truncate(LOG, 60, direction="tail", counter=CL100K, marker="<{omitted}|{omitted}>")
     assert t.text.startswith(f"<{t.omitted_tokens}|{t.omitted_tokens}>")

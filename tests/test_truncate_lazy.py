@@ -84,12 +84,21 @@ def test_total_is_counted_on_first_access_and_exact(counter: wf.Counter, directi
 def test_a_marker_showing_the_count_gets_the_exact_count() -> None:
     text = log(2000, seed=3)
     enc = tiktoken_cl100k()
-    raw = _core.truncate_text(CL100K, text, max_tokens=300, direction="head_tail")
+    marker = wf.TOKENS_OMITTED_MARKER
+    raw = _core.truncate_text(CL100K, text, max_tokens=300, direction="head_tail", marker=marker)
     n = len(enc.encode_ordinary(text))
     assert raw.original_tokens == n
     head, tail = text[: raw.head_end], text[raw.tail_start :]
     omitted = n - len(enc.encode_ordinary(head)) - len(enc.encode_ordinary(tail))
-    assert raw.text == head + wf.DEFAULT_MARKER.replace("{omitted}", str(omitted)) + tail
+    assert raw.text == head + marker.replace("{omitted}", str(omitted)) + tail
+
+
+def test_the_default_marker_counts_nothing_beyond_the_cut() -> None:
+    text = log(2000, seed=4)
+    raw = _core.truncate_text(CL100K, text, max_tokens=300, direction="head_tail")
+    assert raw.original_tokens is None and raw.omitted_tokens is None
+    assert raw.text == text[: raw.head_end] + wf.DEFAULT_MARKER + text[raw.tail_start :]
+    assert len(tiktoken_cl100k().encode_ordinary(raw.text)) == raw.tokens <= 300
 
 
 PATHOLOGICAL = {

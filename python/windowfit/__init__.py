@@ -49,7 +49,13 @@ from windowfit.store import (
     open_store,
 )
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
-from windowfit.truncation import DEFAULT_DIRECTION, DEFAULT_MARKER, Truncation, truncate
+from windowfit.truncation import (
+    DEFAULT_DIRECTION,
+    DEFAULT_MARKER,
+    TOKENS_OMITTED_MARKER,
+    Truncation,
+    truncate,
+)
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker
 
 __all__ = [
@@ -70,6 +76,7 @@ __all__ = [
     "Truncation",
     "DEFAULT_DIRECTION",
     "DEFAULT_MARKER",
+    "TOKENS_OMITTED_MARKER",
     "ObservationTruncator",
     "compact_json",
     # managing a conversation

@@ -35,6 +35,7 @@ __all__ = [
     "truncate_text",
     "count_lines",
     "DEFAULT_MARKER",
+    "TOKENS_OMITTED_MARKER",
     "DEFAULT_DIRECTION",
     "_message_keys",
     "_memo_stats",
@@ -51,6 +52,7 @@ __version__: str
 ENCODINGS: tuple[str, ...]
 
 DEFAULT_MARKER: str
+TOKENS_OMITTED_MARKER: str
 DEFAULT_DIRECTION: Literal["head", "tail", "head_tail"]
 
 @disjoint_base

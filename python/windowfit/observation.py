@@ -45,8 +45,8 @@ from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
 from windowfit.counting import Counter, resolve_counter
 from windowfit.truncation import (
     DEFAULT_DIRECTION,
-    DEFAULT_MARKER,
     DIRECTIONS,
+    TOKENS_OMITTED_MARKER,
     Direction,
     Truncation,
     truncate,
@@ -225,7 +225,7 @@ class ObservationTruncator:
         model: str | None = None,
         compact_json: bool = True,
         key_fields: Sequence[str] | None = None,
-        marker: str = DEFAULT_MARKER,
+        marker: str = TOKENS_OMITTED_MARKER,
         head_ratio: float = 0.5,
         cache_size: int = 0,
     ) -> None:

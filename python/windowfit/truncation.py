@@ -4,8 +4,8 @@ The cut runs in Rust (``windowfit._core.truncate_text``): it decides whether the
 counting only up to the limit, walks the pre-tokenizer's pieces from the end it keeps and
 encodes only the piece at the cut, so cutting a 100 MB log to 2,000 tokens reads about what it
 keeps. The whole text's count (``original_tokens``, ``omitted_tokens``) costs one more pass over
-the whole input: it is taken only when the marker shows it (``{omitted}``, as the default marker
-does), when ``count_total=True``, or on first access of those properties.
+the whole input: it is taken only when the marker shows it (``{omitted}``; the default marker
+does not), when ``count_total=True``, or on first access of those properties.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 
-__all__ = ["DEFAULT_DIRECTION", "DEFAULT_MARKER", "Truncation", "truncate"]
+__all__ = ["DEFAULT_DIRECTION", "DEFAULT_MARKER", "TOKENS_OMITTED_MARKER", "Truncation", "truncate"]
 
+#: Shows no number, so a default cut reads only what it keeps.
 DEFAULT_MARKER: str = _core.DEFAULT_MARKER
+#: Shows the omitted token count: the default of callers that count the whole input anyway
+#: (``ObservationTruncator``, the CLI).
+TOKENS_OMITTED_MARKER: str = _core.TOKENS_OMITTED_MARKER
 
 Direction = Literal["head", "tail", "head_tail"]
 DIRECTIONS: tuple[Direction, ...] = ("head", "tail", "head_tail")
@@ -123,13 +127,13 @@ def truncate(
 
     ``direction``: ``"head"`` keeps the beginning, ``"tail"`` the end, ``"head_tail"`` both,
     split by ``head_ratio``, around ``marker`` (default ``DEFAULT_DIRECTION``, ``"head"``);
-    ``{omitted}`` in the marker becomes the number of tokens cut. A marker that doesn't fit is
-    dropped rather than exceed the limit. ``lines=True`` cuts only at whole lines.
+    ``{omitted}`` in the marker becomes the number of tokens cut (e.g.
+    ``marker=" …[{omitted} tokens omitted]… "``). A marker that doesn't fit is dropped
+    rather than exceed the limit. ``lines=True`` cuts only at whole lines.
 
-    Cost: about what is kept, unless the whole input must be counted: a marker showing
-    ``{omitted}`` (the default) or ``count_total=True`` adds one pass over the input. Pass a
-    marker without ``{omitted}`` (or ``""``) to keep truncating a 100 MB text as cheap as a
-    1 MB one; ``original_tokens`` is then counted on first access.
+    Cost: about what is kept, so truncating a 100 MB text costs what a 1 MB one does;
+    ``original_tokens`` is counted on first access. A marker showing ``{omitted}`` or
+    ``count_total=True`` adds one pass over the whole input (in parallel on every core).
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")

@@ -102,6 +102,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(truncate_text, m)?)?;
     m.add_function(wrap_pyfunction!(count_lines, m)?)?;
     m.add("DEFAULT_MARKER", truncate::DEFAULT_MARKER)?;
+    m.add("TOKENS_OMITTED_MARKER", truncate::TOKENS_OMITTED_MARKER)?;
     m.add("DEFAULT_DIRECTION", truncate::DEFAULT_DIRECTION.as_str())?;
     Ok(())
 }

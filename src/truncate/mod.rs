@@ -27,7 +27,7 @@
 //! re-counted exactly, the cut backs off if tokens merge differently across a seam, and grows
 //! again into any room left. The whole text's token count (`original_tokens`, and so
 //! `omitted_tokens`) is computed only when asked for ([`TruncateOptions::count_total`]) or when
-//! the marker shows it (`{omitted}`, as [`DEFAULT_MARKER`] does): then one counting pass over the
+//! the marker shows it (`{omitted}`; [`DEFAULT_MARKER`] does not): then one counting pass over the
 //! whole text, in parallel chunks for long texts ([`count_text`]). Otherwise those fields are
 //! `None` and a caller that wants them later counts the input itself (the Python result does so
 //! on first access). Backends without pieces: exact ones encode the whole text once (that is
@@ -54,8 +54,11 @@ pub use parallel::count_text;
 use parallel::*;
 use text::*;
 
-/// The default marker; `{omitted}` becomes the number of omitted tokens.
-pub const DEFAULT_MARKER: &str = "\n…[{omitted} tokens omitted]…\n";
+/// The default marker. It shows no number, so a default cut reads only what it keeps.
+pub const DEFAULT_MARKER: &str = "\n…[truncated]…\n";
+/// The marker of callers that count the whole input anyway (the observation truncator, the
+/// CLI): filling in `{omitted}` then costs nothing more.
+pub const TOKENS_OMITTED_MARKER: &str = "\n…[{omitted} tokens omitted]…\n";
 /// The placeholder a marker may contain.
 pub const OMITTED_PLACEHOLDER: &str = "{omitted}";
 

@@ -506,7 +506,9 @@ fn check(backend: &dyn Backend, text: &str, limits: Limits, opts: TruncateOption
 }
 
 const DIRECTIONS: [Direction; 3] = [Direction::Head, Direction::Tail, Direction::HeadTail];
-const MARKERS: [&str; 5] = [DEFAULT_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
+/// A marker that shows the omitted count (the default shows none), so cuts must count the whole.
+const COUNTED_MARKER: &str = TOKENS_OMITTED_MARKER;
+const MARKERS: [&str; 6] = [DEFAULT_MARKER, COUNTED_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
 
 fn opts(direction: Direction, marker: &str, head_ratio: f64) -> TruncateOptions<'_> {
     TruncateOptions { direction, marker, head_ratio, ..TruncateOptions::default() }
@@ -647,7 +649,7 @@ fn fits_unchanged() {
     let n = b.count(&text);
     for direction in DIRECTIONS {
         let limits = Limits { max_tokens: Some(n), max_lines: Some(10), max_bytes: Some(text.len()) };
-        let r = truncate(&b, &text, &limits, &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
+        let r = truncate(&b, &text, &limits, &opts(direction, COUNTED_MARKER, 0.5)).unwrap();
         assert!(!r.truncated);
         assert_eq!(r.text, text);
         assert_eq!((r.original_tokens, r.tokens, r.omitted_tokens), (Some(n), n, Some(0)));
@@ -693,16 +695,16 @@ fn head_tail_shapes_and_omitted() {
 fn marker_dropped_when_it_alone_does_not_fit() {
     let b = cl100k();
     let text = lorem(50);
-    let mt = b.count(&fill_marker(DEFAULT_MARKER, b.count(&text)));
+    let mt = b.count(&fill_marker(COUNTED_MARKER, b.count(&text)));
     for direction in DIRECTIONS {
-        let r = check(&b, &text, Limits::tokens(mt - 1), opts(direction, DEFAULT_MARKER, 0.5));
+        let r = check(&b, &text, Limits::tokens(mt - 1), opts(direction, COUNTED_MARKER, 0.5));
         assert!(!r.marker_used && !r.text.contains('…'));
         assert!(r.tokens < mt && !r.text.is_empty());
-        let r = check(&b, &text, Limits::tokens(mt), opts(direction, DEFAULT_MARKER, 0.5));
+        let r = check(&b, &text, Limits::tokens(mt), opts(direction, COUNTED_MARKER, 0.5));
         assert!(r.marker_used && r.text.contains("tokens omitted"));
         // Lines and bytes too.
         let r =
-            check(&b, &text, Limits { max_lines: Some(1), ..Limits::default() }, opts(direction, DEFAULT_MARKER, 0.5));
+            check(&b, &text, Limits { max_lines: Some(1), ..Limits::default() }, opts(direction, COUNTED_MARKER, 0.5));
         assert!(!r.marker_used && r.kept_lines == 1);
     }
 }
@@ -710,11 +712,11 @@ fn marker_dropped_when_it_alone_does_not_fit() {
 #[test]
 fn zero_tokens_gives_empty() {
     for direction in DIRECTIONS {
-        let r = check(&cl100k(), "hello world", Limits::tokens(0), opts(direction, DEFAULT_MARKER, 0.5));
+        let r = check(&cl100k(), "hello world", Limits::tokens(0), opts(direction, COUNTED_MARKER, 0.5));
         assert_eq!(r.text, "");
         assert!(r.truncated && !r.marker_used);
         assert_eq!(r.omitted_tokens, Some(2));
-        let r = truncate(&cl100k(), "", &Limits::tokens(0), &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
+        let r = truncate(&cl100k(), "", &Limits::tokens(0), &opts(direction, COUNTED_MARKER, 0.5)).unwrap();
         assert!(!r.truncated && r.text.is_empty());
     }
 }
@@ -739,12 +741,12 @@ fn lines_and_bytes_limits() {
         &b,
         &text,
         Limits { max_bytes: Some(500), ..Default::default() },
-        opts(Direction::HeadTail, DEFAULT_MARKER, 0.5),
+        opts(Direction::HeadTail, COUNTED_MARKER, 0.5),
     );
     assert!(r.kept_bytes <= 500 && r.kept_bytes >= 495);
     // The tightest limit wins.
     let limits = Limits { max_tokens: Some(40), max_lines: Some(10), max_bytes: Some(5000) };
-    let r = check(&b, &text, limits, opts(Direction::Head, DEFAULT_MARKER, 0.5));
+    let r = check(&b, &text, limits, opts(Direction::Head, COUNTED_MARKER, 0.5));
     assert!(r.tokens <= 40 && r.tokens >= 38);
     let limits = Limits { max_tokens: Some(4000), max_lines: Some(3), max_bytes: Some(5000) };
     let r = check(&b, &text, limits, opts(Direction::Head, "", 0.5));
@@ -828,7 +830,7 @@ fn long_single_pieces() {
     let b = cl100k();
     let text = "x".repeat(200_000) + &"漢".repeat(50_000);
     for direction in DIRECTIONS {
-        let r = check(&b, &text, Limits::tokens(1000), opts(direction, DEFAULT_MARKER, 0.5));
+        let r = check(&b, &text, Limits::tokens(1000), opts(direction, COUNTED_MARKER, 0.5));
         assert!(r.tokens >= 998);
     }
 }
@@ -839,7 +841,7 @@ fn work_is_one_counting_pass_plus_the_kept_part() {
     let text = log_text(&mut rng, 2_000_000) + &unicode_text(&mut rng, 1_000_000);
     for direction in DIRECTIONS {
         let b = metered(cl100k());
-        let r = truncate(&b, &text, &Limits::tokens(2000), &opts(direction, DEFAULT_MARKER, 0.5)).unwrap();
+        let r = truncate(&b, &text, &Limits::tokens(2000), &opts(direction, COUNTED_MARKER, 0.5)).unwrap();
         assert!(r.tokens <= 2000 && r.tokens >= 1990);
         // The counting pass tokenizes the text once (through `count` or, in parallel, through
         // the pieces, with short overlaps at the seams)...
@@ -1050,7 +1052,7 @@ fn bench_10mb() {
     let kinds = std::env::var("KINDS").unwrap_or_else(|_| "log,code,json,unicode".into());
     let b = cl100k();
     let tik = tiktoken_rs::cl100k_base_singleton();
-    let o = opts(Direction::HeadTail, DEFAULT_MARKER, 0.5);
+    let o = opts(Direction::HeadTail, COUNTED_MARKER, 0.5);
     for kind in kinds.split(',') {
         for &size in &sizes {
             let mut text = String::with_capacity(size + 30_000);
@@ -1097,7 +1099,7 @@ fn calibrated_cut_rescounts_within_the_limit() {
     let raw_total = b.count(&text);
     for scale in [0.8, 1.0, 1.3, 2.5] {
         for max in [10usize, 100, 333] {
-            let o = opts(Direction::HeadTail, DEFAULT_MARKER, 0.5);
+            let o = opts(Direction::HeadTail, COUNTED_MARKER, 0.5);
             let t = truncate_calibrated(&b, &text, &Limits::tokens(max), &o, scale).unwrap();
             let rescaled = (b.count(&t.text) as f64 * scale).ceil() as usize;
             assert!(rescaled <= max, "scale {scale}, max {max}: {rescaled} tokens as the counter reports them");
@@ -1111,7 +1113,7 @@ fn calibrated_cut_rescounts_within_the_limit() {
 fn char_bounds_index_the_input_by_character() {
     let b = cl100k();
     let text = "é日本語🙂 ".repeat(300);
-    let o = opts(Direction::HeadTail, DEFAULT_MARKER, 0.5);
+    let o = opts(Direction::HeadTail, COUNTED_MARKER, 0.5);
     let t = truncate(&b, &text, &Limits::tokens(50), &o).unwrap();
     assert!(t.truncated);
     let (head, tail) = t.char_bounds(&text, text.chars().count());

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import windowfit as wf
-    from windowfit.truncation import DEFAULT_DIRECTION, DEFAULT_MARKER, truncate
+    from windowfit.truncation import DEFAULT_DIRECTION, TOKENS_OMITTED_MARKER, truncate
 
     if args.max_tokens is None and args.max_lines is None and args.max_bytes is None:
         print("windowfit truncate: give --max-tokens, --max-lines or --max-bytes", file=sys.stderr)
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.max_tokens,
             direction=args.direction or DEFAULT_DIRECTION,
             counter=counter,
-            marker=DEFAULT_MARKER if args.marker is None else args.marker,
+            marker=TOKENS_OMITTED_MARKER if args.marker is None else args.marker,
             head_ratio=args.head_ratio,
             max_lines=args.max_lines,
             max_bytes=args.max_bytes,
