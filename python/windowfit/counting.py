@@ -167,10 +167,6 @@ class Counter(_core.Counter):
     an entry).
     """
 
-    # No per-instance __dict__: a method call then skips the instance-dict probe, a fair
-    # share of a warm count's cost.
-    __slots__ = ("model",)
-
     model: str | None
 
     def __new__(
