@@ -174,6 +174,10 @@ pub struct Counter {
 /// pool costs more than it saves.
 const PARALLEL_MIN_BYTES: usize = 64 * 1024;
 
+/// Messages with this much text are read only up to a cap by [`Counter::count_missing_until`];
+/// below it a full count costs little and is cached for the next turn.
+pub const UNTIL_MIN_BYTES: usize = 1 << 20;
+
 impl Counter {
     pub fn new(backend: Arc<dyn Backend>, cache: Arc<CountCache>, format: MessageFormat) -> Self {
         Self { backend, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
@@ -203,16 +207,32 @@ impl Counter {
     /// Count the messages not found by `cached_message` and cache them under their keys;
     /// spread over all cores when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
+        let counts = self.count_missing_until(msgs, usize::MAX);
+        counts.into_iter().map(|n| n.expect("no count passes usize::MAX")).collect()
+    }
+
+    /// [`Self::count_missing`], except that a message holding at least [`UNTIL_MIN_BYTES`] of
+    /// text is read only until it passes `cap` tokens: `None` then (its count stays unknown and
+    /// uncached). A fit's window search asks this, with the budget as `cap`: a message larger
+    /// than the whole budget is never kept, and reading all of a 100 MB tool output to learn
+    /// by how much it misses would cost the input, not the window. Estimates count in full.
+    pub fn count_missing_until<S: AsRef<str> + Sync>(
+        &self,
+        msgs: &[(u128, &Message<S>)],
+        cap: usize,
+    ) -> Vec<Option<usize>> {
         let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
-        let raw: Vec<usize> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            msgs.par_iter().map(|(_, m)| self.compute_message(m, &[])).collect()
+        let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
+            msgs.par_iter().map(|(_, m)| self.compute_message_until(m, cap)).collect()
         } else {
-            msgs.iter().map(|(_, m)| self.compute_message(m, &[])).collect()
+            msgs.iter().map(|(_, m)| self.compute_message_until(m, cap)).collect()
         };
         for ((key, _), n) in msgs.iter().zip(&raw) {
-            self.cache.insert(*key, *n);
+            if let Some(n) = n {
+                self.cache.insert(*key, *n);
+            }
         }
-        raw.into_iter().map(|n| self.scaled(n)).collect()
+        raw.into_iter().map(|n| n.map(|n| self.scaled(n))).collect()
     }
 
     pub fn clear_cache(&self) {
@@ -273,11 +293,10 @@ impl Counter {
 
     /// `count(text)` if it is at most `limit`, else `None`. An uncached text is counted only
     /// as far as the limit (the early stop is the backend's), so asking whether a huge text
-    /// fits costs the limit, not the text. Texts above `UNCACHED_UNTIL` skip the cache, whose
-    /// key would hash all of them.
+    /// fits costs the limit, not the text. Texts of [`UNTIL_MIN_BYTES`] or more skip the
+    /// cache, whose key would hash all of them.
     pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
-        const UNCACHED_UNTIL: usize = 1 << 20;
-        if !self.backend.is_exact() || text.len() < UNCACHED_UNTIL {
+        if !self.backend.is_exact() || text.len() < UNTIL_MIN_BYTES {
             let n = self.count(text);
             return (n <= limit).then_some(n);
         }
@@ -307,27 +326,49 @@ impl Counter {
     }
 
     fn compute_message<S: AsRef<str>>(&self, m: &Message<S>, skip_calls: &[&str]) -> usize {
+        self.message_sum(m, skip_calls, |t, _| Some(self.raw_count(t))).expect("every text is counted")
+    }
+
+    /// `compute_message` reading long texts only until the message passes `cap` tokens.
+    fn compute_message_until<S: AsRef<str>>(&self, m: &Message<S>, cap: usize) -> Option<usize> {
+        if !self.is_exact() || m.text_len() < UNTIL_MIN_BYTES {
+            return Some(self.compute_message(m, &[]));
+        }
+        // Exact counts are never scaled, so `count_until` gives raw ones.
+        let n = self.message_sum(m, &[], |t, so_far| self.count_until(t, cap.checked_sub(so_far)?))?;
+        (n <= cap).then_some(n)
+    }
+
+    /// The message-format sum over `m`'s parts (see the module docs), with `text(t, so_far)`
+    /// giving each text's tokens, or `None` to stop.
+    fn message_sum<S: AsRef<str>>(
+        &self,
+        m: &Message<S>,
+        skip_calls: &[&str],
+        mut text: impl FnMut(&str, usize) -> Option<usize>,
+    ) -> Option<usize> {
         let f = &self.format;
-        let mut n = f.tokens_per_message as usize + self.raw_count(m.role.as_ref());
+        let mut n = f.tokens_per_message as usize;
+        n += text(m.role.as_ref(), n)?;
         if let Some(name) = &m.name {
-            n += self.raw_count(name.as_ref()) + f.tokens_per_name as usize;
+            n += text(name.as_ref(), n)? + f.tokens_per_name as usize;
         }
         for part in &m.parts {
             n += match part {
-                Part::Text(t) => self.raw_count(t.as_ref()),
+                Part::Text(t) => text(t.as_ref(), n)?,
                 Part::Image { detail, width, height } => image_tokens(*detail, *width, *height) as usize,
                 Part::Opaque => OPAQUE_PART_TOKENS as usize,
             };
         }
         for call in m.tool_calls.iter().filter(|c| !skip_calls.contains(&c.id.as_ref())) {
-            n += f.tokens_per_tool_call as usize
-                + self.raw_count(call.name.as_ref())
-                + self.raw_count(call.arguments.as_ref());
+            n += f.tokens_per_tool_call as usize;
+            n += text(call.name.as_ref(), n)?;
+            n += text(call.arguments.as_ref(), n)?;
         }
         for id in &m.result_ids {
-            n += self.raw_count(id.as_ref());
+            n += text(id.as_ref(), n)?;
         }
-        n
+        Some(n)
     }
 
     /// Tokens of each message. Cached messages are looked up on this thread (a warm history
@@ -444,5 +485,22 @@ mod tests {
         let exact = counter();
         exact.calibrate(100, 150);
         assert_eq!(exact.calibration(), 1.0);
+    }
+
+    #[test]
+    fn a_long_message_is_read_only_to_the_cap() {
+        let c = counter();
+        let line = "fn step(x: u32) -> u32 { x * 3 + 1 } // collatz\n";
+        let long = msg("tool", &line.repeat(UNTIL_MIN_BYTES / line.len() + 10));
+        let short = msg("user", "how long is it?");
+        let exact = c.compute_message(&long, &[]);
+        let (kl, ks) = (long.key(&c.format, &[]), short.key(&c.format, &[]));
+        let got = c.count_missing_until(&[(kl, &long), (ks, &short)], exact - 1);
+        assert_eq!(got, vec![None, Some(c.compute_message(&short, &[]))]);
+        assert_eq!(c.cached_message(kl), None, "a capped count is not cached");
+        assert_eq!(c.cached_message(ks), got[1]);
+        assert_eq!(c.count_missing_until(&[(kl, &long)], exact), vec![Some(exact)]);
+        assert_eq!(c.cached_message(kl), Some(exact));
+        assert_eq!(c.count_missing(&[(kl, &long)]), vec![exact]);
     }
 }

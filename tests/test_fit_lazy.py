@@ -77,3 +77,37 @@ def test_cold_lazy_fit_equals_fully_counted_fit(seed: int, start_on: str | None)
             # counted (a counted message leaves two cache entries: the message and its text)
             assert cold.cache_info()["size"] < len(msgs)
         assert dict(got.stats) == dict(expected.stats)  # counts tokens_dropped on access
+
+
+@pytest.mark.parametrize("start_on", ["user", None])
+def test_a_tool_output_past_the_budget_is_not_read_to_the_end(start_on: str | None) -> None:
+    """The window search counts a message it may reach only up to the budget: one larger than
+    the whole budget can never be kept, so a 1.5 MB tool output is not read to its end, and the
+    fit (and its statistics, counted on access) is the fully counted one."""
+    msgs = long_history(7, 400)
+    rng = random.Random(7)
+    lines = [
+        f"{rng.random():.12f} step={i} status=ok path=/srv/app/{i % 97}.py\n" for i in range(40)
+    ]
+    huge = "".join(rng.choice(lines) for _ in range(1_500_000 // 45))
+    spots = [i for i, m in enumerate(msgs) if m["role"] == "tool"][-6:-3]
+    for i in spots:
+        msgs[i] = dict(msgs[i], content=huge + str(i))
+    warm = wf.Counter(encoding="cl100k_base", cache_entries=100_000)
+    warm.count_messages(msgs)
+    for budget in [3_000, 12_000]:
+        cold = wf.Counter(encoding="cl100k_base", cache_entries=100_000)
+        expected = wf.fit(msgs, budget, counter=warm, start_on=start_on, oversize="drop")
+        got = wf.fit(msgs, budget, counter=cold, start_on=start_on, oversize="drop")
+        assert (got.kept, got.dropped, got.tokens) == (
+            expected.kept,
+            expected.dropped,
+            expected.tokens,
+        )
+        reached = [i for i in spots if i in got.dropped]
+        assert reached, "the window reaches at least one huge output"
+        # None was counted in full (so none cached) by the fit: counting one now misses.
+        misses = cold.cache_info()["misses"]
+        cold.count_message(msgs[reached[-1]])
+        assert cold.cache_info()["misses"] > misses
+        assert dict(got.stats) == dict(expected.stats)  # tokens_dropped counts them in full

@@ -4,7 +4,9 @@
 //! newest-first and contiguously, so once the sendable, non-pin messages of a suffix `[b, n)`
 //! together with the pins exceed the budget, no message before `b` can be kept: those stay
 //! uncounted (their tokens set to [`UNCOUNTED`], larger than any budget, so a unit holding one
-//! never fits). The caller supplies counting on demand through [`CountOnDemand`].
+//! never fits). The caller supplies counting on demand through [`CountOnDemand`]. Messages the
+//! window may reach are counted with the budget as a cap: one that passes it can never be kept,
+//! so the counter may stop reading it there and give it [`UNCOUNTED`] too.
 
 use super::units::sendable;
 use super::{FitOptions, MessageInfo, Unanswered};
@@ -20,8 +22,9 @@ pub trait CountOnDemand {
     fn pending(&self) -> usize;
     /// Whether message `i` is still uncounted.
     fn is_pending(&self, i: usize) -> bool;
-    /// Count the uncounted messages among `indices`, storing their tokens in `infos`.
-    fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize]) -> Result<(), Self::Error>;
+    /// Count the uncounted messages among `indices`, storing their tokens in `infos`. With a
+    /// `cap`, a message of more than `cap` tokens may get [`UNCOUNTED`] instead of its count.
+    fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize], cap: Option<u64>) -> Result<(), Self::Error>;
 }
 
 /// The first window step, in messages; each later step doubles, so a cut deep in the
@@ -44,7 +47,7 @@ pub fn count_for_window<C: CountOnDemand>(
     }
     if matches!(opts.unanswered, Unanswered::Strip) || !opts.pinned.is_empty() {
         let all: Vec<usize> = (0..n).collect();
-        counter.count(infos, &all)?;
+        counter.count(infos, &all, None)?;
         return Ok(true);
     }
     // Pairing reads ids and roles only: it needs no token counts.
@@ -53,7 +56,7 @@ pub fn count_for_window<C: CountOnDemand>(
     let last_user = infos.iter().rposition(MessageInfo::is_user_turn);
     let pins: Vec<bool> = infos.iter().enumerate().map(|(i, m)| m.role.is_system() || Some(i) == last_user).collect();
     let pin_indices: Vec<usize> = (0..n).filter(|&i| pins[i]).collect();
-    counter.count(infos, &pin_indices)?;
+    counter.count(infos, &pin_indices, None)?;
     let pins_tokens: u128 = infos.iter().zip(&pins).filter(|(_, p)| **p).map(|(m, _)| u128::from(m.tokens)).sum();
     let limit = u128::from(budget);
     let mut b = n;
@@ -64,7 +67,7 @@ pub fn count_for_window<C: CountOnDemand>(
         let nb = b.saturating_sub(step);
         batch.clear();
         batch.extend(nb..b);
-        counter.count(infos, &batch)?;
+        counter.count(infos, &batch, Some(budget))?;
         window += (nb..b).filter(|&i| valid[i] && !pins[i]).map(|i| u128::from(infos[i].tokens)).sum::<u128>();
         b = nb;
         if window + pins_tokens + u128::from(opts.reply_priming) > limit {
@@ -72,7 +75,7 @@ pub fn count_for_window<C: CountOnDemand>(
         }
         step = step.saturating_mul(2);
     }
-    let complete = counter.pending() == 0;
+    let complete = counter.pending() == 0 && infos.iter().all(|m| m.tokens != UNCOUNTED);
     for (i, info) in infos.iter_mut().enumerate() {
         if counter.is_pending(i) {
             info.tokens = UNCOUNTED;
@@ -86,7 +89,8 @@ mod tests {
     use super::super::{fit, Role};
     use super::*;
 
-    /// Counts from a table, recording what it was asked to count.
+    /// Counts from a table, recording what it was asked to count; with a cap it stops at it
+    /// as the bindings do for long messages (here: every message).
     struct Table {
         tokens: Vec<u64>,
         counted: Vec<bool>,
@@ -100,11 +104,12 @@ mod tests {
         fn is_pending(&self, i: usize) -> bool {
             !self.counted[i]
         }
-        fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize]) -> Result<(), ()> {
+        fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize], cap: Option<u64>) -> Result<(), ()> {
             for &i in indices {
                 if !self.counted[i] {
                     self.counted[i] = true;
-                    infos[i].tokens = self.tokens[i];
+                    let n = self.tokens[i];
+                    infos[i].tokens = if cap.is_some_and(|c| n > c) { UNCOUNTED } else { n };
                 }
             }
             Ok(())
@@ -169,6 +174,41 @@ mod tests {
     }
 
     #[test]
+    fn a_message_past_the_budget_is_read_only_to_the_cap_and_fits_the_same() {
+        let (exact, mut tokens) = history(600);
+        let budget = 2_000;
+        // A huge tool output in the window's reach, and a system pin over the budget alone.
+        tokens[590] = 5_000_000;
+        for pin_tokens in [50, 3_000] {
+            tokens[0] = pin_tokens;
+            let mut want = exact.clone();
+            for (m, &t) in want.iter_mut().zip(&tokens) {
+                m.tokens = t;
+            }
+            let mut lazy = exact.clone();
+            let mut table = Table { tokens: tokens.clone(), counted: vec![false; tokens.len()] };
+            let complete = count_for_window(&mut lazy, &mut table, budget, &FitOptions::default()).unwrap();
+            assert!(!complete, "the capped message's count is unknown");
+            assert_eq!(lazy[590].tokens, UNCOUNTED);
+            assert_eq!(lazy[0].tokens, pin_tokens, "pins are counted in full, never capped");
+            let (got, wanted) = (
+                fit(&lazy, budget, &FitOptions::default(), &no_recount),
+                fit(&want, budget, &FitOptions::default(), &no_recount),
+            );
+            match (got, wanted) {
+                (Ok(g), Ok(w)) => {
+                    assert_eq!((g.kept, g.tokens), (w.kept, w.tokens));
+                    assert!(g.dropped.contains(&590));
+                }
+                (Err(g), Err(w)) => {
+                    assert_eq!(g.to_string(), w.to_string(), "the same error, with the pins' real count")
+                }
+                (g, w) => panic!("capped {g:?} vs exact {w:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn counting_errors_reach_the_caller() {
         struct Failing;
         impl CountOnDemand for Failing {
@@ -179,7 +219,7 @@ mod tests {
             fn is_pending(&self, _: usize) -> bool {
                 true
             }
-            fn count(&mut self, _: &mut [MessageInfo], _: &[usize]) -> Result<(), &'static str> {
+            fn count(&mut self, _: &mut [MessageInfo], _: &[usize], _: Option<u64>) -> Result<(), &'static str> {
                 Err("bad message 0")
             }
         }

@@ -16,7 +16,7 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 use super::errors::{self, guarded, message_error, message_type_error, type_name};
 use super::light;
 use crate::count::{Counter, ImageDetail, KeyBuilder, Message, Part, ToolCall};
-use crate::fit::CountOnDemand;
+use crate::fit::{CountOnDemand, UNCOUNTED};
 use crate::message::{MessageInfo, Role, ROLES};
 
 /// A Python string borrowed without copying, or its lossy UTF-8 copy when it holds lone
@@ -389,7 +389,7 @@ impl CountOnDemand for Uncounted<'_> {
 
     /// Extracts (with the GIL) and counts (without it, in parallel when there is enough new
     /// text) the pending messages among `indices`.
-    fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize]) -> PyResult<()> {
+    fn count(&mut self, infos: &mut [MessageInfo], indices: &[usize], cap: Option<u64>) -> PyResult<()> {
         let mut now = Vec::new();
         for &i in indices {
             if let Some((key, p)) = self.slots.get_mut(i).and_then(Option::take) {
@@ -405,14 +405,15 @@ impl CountOnDemand for Uncounted<'_> {
             return Ok(());
         }
         let counter = &self.counter;
+        let cap = cap.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let counts = guarded("counting", || {
             Ok(self.py.detach(|| {
                 let refs: Vec<(u128, &Message<Text>)> = now.iter().map(|(_, k, m)| (*k, m)).collect();
-                counter.count_missing(&refs)
+                counter.count_missing_until(&refs, cap)
             }))
         })?;
         for ((i, _, m), t) in now.into_iter().zip(counts) {
-            infos[i].tokens = t as u64;
+            infos[i].tokens = t.map_or(UNCOUNTED, |t| t as u64);
             if self.keep_calls && !m.tool_calls.is_empty() {
                 self.full.insert(i, m);
             }
@@ -431,7 +432,7 @@ pub(crate) fn counted_messages(
 ) -> PyResult<(Vec<MessageInfo>, FullMessages)> {
     let (mut infos, mut rest) = read_messages(py, counter, messages, keep_calls)?;
     let all: Vec<usize> = (0..infos.len()).collect();
-    rest.count(&mut infos, &all)?;
+    rest.count(&mut infos, &all, None)?;
     Ok((infos, rest.full))
 }
 

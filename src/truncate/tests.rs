@@ -508,7 +508,8 @@ fn check(backend: &dyn Backend, text: &str, limits: Limits, opts: TruncateOption
 const DIRECTIONS: [Direction; 3] = [Direction::Head, Direction::Tail, Direction::HeadTail];
 /// A marker that shows the omitted count (the default shows none), so cuts must count the whole.
 const COUNTED_MARKER: &str = TOKENS_OMITTED_MARKER;
-const MARKERS: [&str; 6] = [DEFAULT_MARKER, COUNTED_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
+const MARKERS: [&str; 6] =
+    [DEFAULT_MARKER, COUNTED_MARKER, "", "[{omitted}]", "\n…\n", " <<{omitted} tokens cut; {omitted}>> "];
 
 fn opts(direction: Direction, marker: &str, head_ratio: f64) -> TruncateOptions<'_> {
     TruncateOptions { direction, marker, head_ratio, ..TruncateOptions::default() }
