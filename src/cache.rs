@@ -53,8 +53,14 @@ pub const BYTES_PER_ENTRY: usize = 80;
 /// Default capacity: one million entries, about 80 MB at most.
 pub const DEFAULT_ENTRIES: usize = 1_000_000;
 
+/// Lower bounds kept at most: they are recorded only for texts of a megabyte or more.
+const FLOOR_ENTRIES: usize = 4096;
+
 pub struct CountCache {
     map: Option<Map>,
+    /// Lower bounds: "this content has more than n tokens", for long texts a fit read only up
+    /// to its budget. A later fit with a budget no larger needs not read them again.
+    floors: Option<Map>,
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -74,6 +80,10 @@ impl CountCache {
         Self {
             map: (entries > 0)
                 .then(|| Cache::with(entries, entries as u64, UnitWeighter, KeyIsHash, DefaultLifecycle::default())),
+            floors: (entries > 0).then(|| {
+                let n = entries.min(FLOOR_ENTRIES);
+                Cache::with(n, n as u64, UnitWeighter, KeyIsHash, DefaultLifecycle::default())
+            }),
             capacity: entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -122,6 +132,20 @@ impl CountCache {
         }
     }
 
+    /// A count known to be exceeded by `key`'s content, if one was recorded.
+    #[inline]
+    pub fn floor(&self, key: u128) -> Option<usize> {
+        self.floors.as_ref().and_then(|m| m.get(&key)).map(|n| n as usize)
+    }
+
+    /// Record that `key`'s content has more than `tokens` tokens (keeping the highest bound).
+    pub fn set_floor(&self, key: u128, tokens: usize) {
+        if let Some(floors) = &self.floors {
+            let known = floors.get(&key).unwrap_or(0) as usize;
+            floors.insert(key, u32::try_from(tokens.max(known)).unwrap_or(u32::MAX));
+        }
+    }
+
     pub fn info(&self) -> CacheInfo {
         CacheInfo {
             hits: self.hits.load(Ordering::Relaxed),
@@ -134,6 +158,9 @@ impl CountCache {
     pub fn clear(&self) {
         if let Some(map) = &self.map {
             map.clear();
+        }
+        if let Some(floors) = &self.floors {
+            floors.clear();
         }
         self.hits.store(0, Ordering::Relaxed);
         self.misses.store(0, Ordering::Relaxed);

@@ -222,14 +222,25 @@ impl Counter {
         cap: usize,
     ) -> Vec<Option<usize>> {
         let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
+        // A message known to pass a cap at least this high is not read again (a fit re-run
+        // every turn with the same budget reads a huge output once).
+        let count = |&(key, m): &(u128, &Message<S>)| {
+            let passed = m.text_len() >= UNTIL_MIN_BYTES && self.cache.floor(key).is_some_and(|f| f >= cap);
+            if passed {
+                None
+            } else {
+                self.compute_message_until(m, cap)
+            }
+        };
         let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            msgs.par_iter().map(|(_, m)| self.compute_message_until(m, cap)).collect()
+            msgs.par_iter().map(count).collect()
         } else {
-            msgs.iter().map(|(_, m)| self.compute_message_until(m, cap)).collect()
+            msgs.iter().map(count).collect()
         };
         for ((key, _), n) in msgs.iter().zip(&raw) {
-            if let Some(n) = n {
-                self.cache.insert(*key, *n);
+            match n {
+                Some(n) => self.cache.insert(*key, *n),
+                None => self.cache.set_floor(*key, cap),
             }
         }
         raw.into_iter().map(|n| n.map(|n| self.scaled(n))).collect()
@@ -498,6 +509,8 @@ mod tests {
         let got = c.count_missing_until(&[(kl, &long), (ks, &short)], exact - 1);
         assert_eq!(got, vec![None, Some(c.compute_message(&short, &[]))]);
         assert_eq!(c.cached_message(kl), None, "a capped count is not cached");
+        assert_eq!(c.cache.floor(kl), Some(exact - 1), "but the bound it passed is");
+        assert_eq!(c.count_missing_until(&[(kl, &long)], exact - 100), vec![None], "a lower cap is passed too");
         assert_eq!(c.cached_message(ks), got[1]);
         assert_eq!(c.count_missing_until(&[(kl, &long)], exact), vec![Some(exact)]);
         assert_eq!(c.cached_message(kl), Some(exact));
