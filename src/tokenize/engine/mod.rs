@@ -153,7 +153,14 @@ impl Engine {
     }
 
     fn count_serial(&self, text: &str) -> usize {
-        self.with_cache(|cache| self.pieces(text).map(|p| self.count_piece_with(cache, p.as_bytes())).sum())
+        self.with_cache(|cache| {
+            let mut n = 0;
+            self.pieces(text).for_each_bytes(|p| {
+                n += self.count_piece_with(cache, p);
+                true
+            });
+            n
+        })
     }
 
     /// The count of `text` if it is at most `limit`, else `None`, having read only as far
@@ -161,26 +168,24 @@ impl Engine {
     pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
         self.with_cache(|cache| {
             let mut n = 0;
-            for p in self.pieces(text) {
-                n += self.count_piece_with(cache, p.as_bytes());
-                if n > limit {
-                    return None;
-                }
-            }
-            Some(n)
+            self.pieces(text).for_each_bytes(|p| {
+                n += self.count_piece_with(cache, p);
+                n <= limit
+            });
+            (n <= limit).then_some(n)
         })
     }
 
     pub fn encode(&self, text: &str) -> Vec<u32> {
         let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        for piece in self.pieces(text) {
-            let b = piece.as_bytes();
+        self.pieces(text).for_each_bytes(|b| {
             match self.rank(b) {
                 Some(r) => out.push(r),
                 None if b.len() >= bpe::GIANT_PIECE => out.extend(self.vocab.giant().encode_via_backtracking(b)),
                 None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
             }
-        }
+            true
+        });
         out
     }
 }
