@@ -2,6 +2,8 @@
 //! by heart (cl100k_base, o200k_base).
 //!
 //! Per piece of the hand-written split ([`split`]), in order of cost:
+//! 0. the piece was seen a moment ago on this thread: one compare in a small direct-mapped
+//!    table of recent pieces and their counts;
 //! 1. the piece is one token (a word with its leading space, usually): one probe of the
 //!    vocabulary, which doubles as a cache pre-seeded with every token;
 //! 2. the piece was merged before on this thread: one probe of a per-thread cache of short
@@ -246,6 +248,34 @@ mod tests {
         }
         // No cut point: one chunk.
         assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
+    }
+
+    #[test]
+    fn cached_counts_equal_fresh_merges() {
+        // Far more distinct short pieces than the front table has slots, so slots are shared
+        // and overwritten; every count, first or cached, must equal a merge of its own.
+        let mut next = split::tests::xorshift();
+        let alphabet = b"abcdefghij _=(";
+        let pieces: Vec<Vec<u8>> = (0..20_000)
+            .map(|_| {
+                let n = 1 + (next() % SHORT as u64) as usize;
+                (0..n).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
+            })
+            .collect();
+        for (name, packed) in [
+            ("cl100k_base", &include_bytes!("../data/cl100k_base.bin.z")[..]),
+            ("o200k_base", &include_bytes!("../data/o200k_base.bin.z")[..]),
+        ] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            let vocab = Vocab::unpack(packed);
+            let fresh: Vec<usize> = pieces.iter().map(|p| bpe::split(p, |b| vocab.rank(b)).len()).collect();
+            for round in 0..3 {
+                for (p, &fresh) in pieces.iter().zip(&fresh) {
+                    let piece = std::str::from_utf8(p).unwrap();
+                    assert_eq!(enc.count_piece(piece), fresh, "{name} round {round}: {piece:?}");
+                }
+            }
+        }
     }
 
     #[test]
