@@ -38,8 +38,14 @@ pub const SLOTS: usize = 2;
 /// this length; past it a piece is rare enough, and its merge long enough, not to bother.
 const LONG_CACHED: usize = 256;
 
-/// Slots of the per-thread table of recent short pieces (64 KB).
-const FRONT: usize = 1 << 11;
+/// Slots of the per-thread table of recent short pieces (16 bytes each: 256 KB, within a
+/// core's L2).
+const FRONT: usize = 1 << 14;
+
+/// A front-table entry is the packed piece with its count in the top four bits, which
+/// packing leaves zero: the length byte is at most 15, and so is the count of a piece of
+/// at most 15 bytes.
+const COUNT_SHIFT: u32 = 124;
 
 /// One thread's caches for one vocabulary: short pieces packed inline, longer ones by bytes,
 /// and in front of everything a small direct-mapped table of recent short pieces with their
@@ -47,7 +53,7 @@ const FRONT: usize = 1 << 11;
 /// the table answers them with one compare from a few cache lines, before the vocabulary's
 /// map of several MB (a likely cache miss per piece) or the merge cache.
 struct PieceCache {
-    front: Box<[(u128, u32); FRONT]>,
+    front: Box<[u128; FRONT]>,
     short: FxHashMap<u128, u32>,
     long: FxHashMap<Box<[u8]>, u32>,
 }
@@ -55,7 +61,7 @@ struct PieceCache {
 impl Default for PieceCache {
     fn default() -> Self {
         // No piece packs to 0 (the length is part of the key), so zeroed slots are empty.
-        let front = vec![(0u128, 0u32); FRONT].into_boxed_slice().try_into().expect("FRONT slots");
+        let front = vec![0u128; FRONT].into_boxed_slice().try_into().expect("FRONT slots");
         Self { front, short: FxHashMap::default(), long: FxHashMap::default() }
     }
 }
@@ -147,12 +153,13 @@ impl Engine {
         }
         let key = pack(piece);
         let slot = front_slot(key);
-        let (seen, n) = cache.front[slot];
-        if seen == key {
-            return n as usize;
+        let entry = cache.front[slot];
+        if entry & !(0xF << COUNT_SHIFT) == key {
+            return (entry >> COUNT_SHIFT) as usize;
         }
         let n = self.count_short(cache, piece, key);
-        cache.front[slot] = (key, n as u32);
+        debug_assert!(n <= SHORT && key >> COUNT_SHIFT == 0);
+        cache.front[slot] = key | ((n as u128) << COUNT_SHIFT);
         n
     }
 
