@@ -339,13 +339,18 @@ impl<'t> Splitter<'t> {
         }
     }
 
-    /// The common ASCII cases of cl100k_base (and Qwen's pattern), settled by the first two
-    /// bytes: a letter run, a space, tab or mark before letters, a contraction, a
-    /// punctuation run, runs of spaces, line breaks. `None` sends the rest (a non-ASCII byte
-    /// second, mixed whitespace) down [`Self::next_cl100k`].
+    /// The common ASCII cases of cl100k_base, o200k_base and Qwen's pattern, settled by the
+    /// first two bytes: a word (after a space, tab or mark), a number, a contraction
+    /// (cl100k, Qwen), a punctuation run, runs of spaces, line breaks. `None` sends the rest
+    /// (a non-ASCII byte second, mixed whitespace) down the general path. Inlined with a
+    /// constant `pattern`, so each pattern gets its own straight code.
     #[inline(always)]
-    fn ascii_cl100k(&self, i: usize, qwen: bool) -> Option<usize> {
+    fn ascii_piece(&self, i: usize, pattern: Pattern) -> Option<usize> {
         use super::classes::ASCII;
+        let o200k = pattern == Pattern::O200k;
+        // o200k's words split by case; the others' are one run of letters.
+        let word = |p: usize| if o200k { self.ascii_word(p) } else { Some(self.letters(p)) };
+        let after_punctuation: &[u8] = if o200k { b"\r\n/" } else { b"\r\n" };
         let b = self.text.as_bytes();
         let b0 = b[i];
         if b0 >= 0x80 {
@@ -353,10 +358,10 @@ impl<'t> Splitter<'t> {
         }
         let cls = ASCII[b0 as usize];
         if cls & LETTER != 0 {
-            return Some(self.letters(i + 1));
+            return word(i);
         }
         if cls & NUMBER != 0 {
-            return Some(if qwen { i + 1 } else { self.digits(i + 1) });
+            return Some(if pattern == Pattern::Qwen { i + 1 } else { self.digits(i + 1) });
         }
         // The text's last byte is a piece alone, whatever it is.
         let Some(&b1) = b.get(i + 1) else {
@@ -368,70 +373,25 @@ impl<'t> Splitter<'t> {
         if b0 == b'\r' || b0 == b'\n' {
             return self.ascii_break(i, b0, b1);
         }
-        if b0 == b'\'' {
+        if !o200k && b0 == b'\'' {
             let k = self.contraction(i, b"sdmt");
             if k > 0 {
                 return Some(i + k);
             }
         }
         let next = ASCII[b1 as usize];
-        // `[^\r\n\p{L}\p{N}]?+\p{L}++`: any byte left here is a prefix of the letters after it.
-        if next & LETTER != 0 {
-            return Some(self.letters(i + 2));
-        }
-        if cls & SPACE == 0 {
-            return Some(self.byte_run(self.other_run(i + 1), b"\r\n"));
-        }
-        if b0 != b' ' {
-            return None;
-        }
-        if next & (NUMBER | SPACE) == 0 {
-            return Some(self.byte_run(self.other_run(i + 2), b"\r\n"));
-        }
-        if b1 == b' ' {
-            return self.ascii_blanks(i);
-        }
-        None
-    }
-
-    /// The common ASCII cases of o200k_base, as [`Self::ascii_cl100k`] for cl100k_base.
-    #[inline(always)]
-    fn ascii_o200k(&self, i: usize) -> Option<usize> {
-        use super::classes::ASCII;
-        let b = self.text.as_bytes();
-        let b0 = b[i];
-        if b0 >= 0x80 {
-            return None;
-        }
-        let cls = ASCII[b0 as usize];
-        if cls & LETTER != 0 {
-            return self.ascii_word(i);
-        }
-        if cls & NUMBER != 0 {
-            return Some(self.digits(i + 1));
-        }
-        let Some(&b1) = b.get(i + 1) else {
-            return Some(i + 1);
-        };
-        if b1 >= 0x80 {
-            return None;
-        }
-        if b0 == b'\r' || b0 == b'\n' {
-            return self.ascii_break(i, b0, b1);
-        }
-        let next = ASCII[b1 as usize];
         // `[^\r\n\p{L}\p{N}]?` before a word: any byte left here.
         if next & LETTER != 0 {
-            return self.ascii_word(i + 1);
+            return word(i + 1);
         }
         if cls & SPACE == 0 {
-            return Some(self.byte_run(self.other_run(i + 1), b"\r\n/"));
+            return Some(self.byte_run(self.other_run(i + 1), after_punctuation));
         }
         if b0 != b' ' {
             return None;
         }
         if next & (NUMBER | SPACE) == 0 {
-            return Some(self.byte_run(self.other_run(i + 2), b"\r\n/"));
+            return Some(self.byte_run(self.other_run(i + 2), after_punctuation));
         }
         if b1 == b' ' {
             return self.ascii_blanks(i);
@@ -648,9 +608,9 @@ impl<'t> Splitter<'t> {
     #[inline(always)]
     fn piece_end(&self, i: usize) -> usize {
         let end = match self.pattern {
-            Pattern::Cl100k => self.ascii_cl100k(i, false).unwrap_or_else(|| self.next_cl100k(i, false)),
-            Pattern::O200k => self.ascii_o200k(i).unwrap_or_else(|| self.next_o200k(i)),
-            Pattern::Qwen => self.ascii_cl100k(i, true).unwrap_or_else(|| self.next_cl100k(i, true)),
+            Pattern::Cl100k => self.ascii_piece(i, Pattern::Cl100k).unwrap_or_else(|| self.next_cl100k(i, false)),
+            Pattern::O200k => self.ascii_piece(i, Pattern::O200k).unwrap_or_else(|| self.next_o200k(i)),
+            Pattern::Qwen => self.ascii_piece(i, Pattern::Qwen).unwrap_or_else(|| self.next_cl100k(i, true)),
             Pattern::DeepSeek => self.next_deepseek(i),
         };
         debug_assert!(end > i && self.text.is_char_boundary(end));
