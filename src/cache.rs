@@ -146,6 +146,19 @@ impl CountCache {
         }
     }
 
+    /// Whether counts are kept at all (a capacity above 0).
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Count `n` misses at once: a batch counted without lookups (the cache off) records
+    /// them in one update instead of contending on the counter per text.
+    #[inline]
+    pub fn add_misses(&self, n: u64) {
+        self.misses.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub fn info(&self) -> CacheInfo {
         CacheInfo {
             hits: self.hits.load(Ordering::Relaxed),

@@ -316,12 +316,37 @@ impl Counter {
 
     /// Tokens of each text; large batches are spread over all cores.
     pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        if !self.cache.enabled() {
+            return self.count_many_uncached(texts);
+        }
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
             texts.par_iter().map(|t| self.count(t.as_ref())).collect()
         } else {
             texts.iter().map(|t| self.count(t.as_ref())).collect()
         }
+    }
+
+    /// `count_many` with the text cache off: no key is hashed and nothing shared is
+    /// written per text (a counter both cores bump per short text bounces its cache line
+    /// between them); the misses are recorded once for the batch.
+    fn count_many_uncached<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        let one = |t: &S| {
+            let t = t.as_ref();
+            if t.is_empty() {
+                0
+            } else {
+                self.scaled(self.backend.count(t))
+            }
+        };
+        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        let out: Vec<usize> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
+            texts.par_iter().map(one).collect()
+        } else {
+            texts.iter().map(one).collect()
+        };
+        self.cache.add_misses(texts.iter().filter(|t| !t.as_ref().is_empty()).count() as u64);
+        out
     }
 
     /// Tokens of one message (without the reply priming), cached by the message's content.
@@ -479,6 +504,25 @@ mod tests {
         assert_eq!(c.count_many(&texts), single);
         assert_eq!(c.count_many(&texts), single); // warm
         assert!(c.cache_info().hits >= 2000);
+    }
+
+    #[test]
+    fn uncached_batches_count_like_single_texts() {
+        let c = Counter::new(
+            Arc::new(OpenAiEncoding::get("o200k_base").unwrap()),
+            Arc::new(CountCache::new(0)),
+            MessageFormat::default(),
+        );
+        // Enough text to go parallel, with empty texts among them.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| if i % 7 == 0 { String::new() } else { format!("{i}: {}", "fn x() {}\n".repeat(i % 40)) })
+            .collect();
+        assert!(texts.iter().map(String::len).sum::<usize>() >= PARALLEL_MIN_BYTES);
+        let single: Vec<usize> = texts.iter().map(|t| c.count(t)).collect();
+        let misses = c.cache_info().misses;
+        assert_eq!(c.count_many(&texts), single);
+        assert_eq!(c.cache_info().misses, 2 * misses);
+        assert_eq!(c.cache_info().size, 0);
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub(crate) fn extract_texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Text>> {
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err("texts must be an iterable of str, not a single str"));
     }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
     for (i, item) in obj.try_iter()?.enumerate() {
         let item = item?;
         // The field name is formatted only for the error: per item it cost more than a cache hit.

@@ -75,6 +75,39 @@ fn char_at(b: &[u8], i: usize) -> (u32, usize) {
     }
 }
 
+/// Eight bytes of the text from `i` as one little-endian word, when there are eight.
+#[inline(always)]
+fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    b.get(i..i + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `w` that is in `lo..=hi` (both below 0x80): byte-wise
+/// compares by carries that never cross a byte, eight bytes per step with no branch.
+#[inline(always)]
+fn in_range(w: u64, lo: u8, hi: u8) -> u64 {
+    let low7 = w & !HIGH;
+    let ge = low7.wrapping_add(ONES * u64::from(0x80 - lo));
+    let gt = low7.wrapping_add(ONES * u64::from(0x7F - hi));
+    ge & !gt & !w & HIGH
+}
+
+/// The high bit of each byte of `w` that is an ASCII letter.
+#[inline(always)]
+fn ascii_letters(w: u64) -> u64 {
+    // `| 0x20` folds case and maps no non-letter onto a lowercase letter.
+    in_range(w | (ONES * 0x20), b'a', b'z') & !w & HIGH
+}
+
+/// The high bit of each byte of `w` that is not `byte`.
+#[inline(always)]
+fn not_byte(w: u64, byte: u8) -> u64 {
+    let x = w ^ (ONES * u64::from(byte));
+    (((x & !HIGH).wrapping_add(!HIGH)) | x) & HIGH
+}
+
 const A_SET: u8 = UPPER | CASELESS;
 const B_SET: u8 = LOWER | CASELESS;
 
@@ -218,55 +251,189 @@ impl<'t> Splitter<'t> {
         }
     }
 
-    /// The common ASCII cases of [`Self::next_cl100k`], settled by the first two bytes
-    /// alone: a letter run, a space or punctuation mark before ASCII letters, a punctuation
-    /// run, a line break. `None` sends the rest (a following non-ASCII byte, a quote, other
-    /// whitespace) down the general path.
+    /// End of the run of ASCII letters from `i`, eight bytes a step; a non-ASCII byte
+    /// hands the rest of the run to [`Self::run`].
     #[inline(always)]
-    fn ascii_cl100k(&self, i: usize, b0: u8, qwen: bool) -> Option<usize> {
-        use super::classes::ASCII;
+    fn letters(&self, mut i: usize) -> usize {
         let b = self.text.as_bytes();
-        let cls = ASCII[b0 as usize];
-        if cls & LETTER != 0 {
-            return Some(self.run(i + 1, LETTER));
+        while let Some(w) = word_at(b, i) {
+            let stop = !ascii_letters(w) & HIGH;
+            if stop != 0 {
+                i += (stop.trailing_zeros() / 8) as usize;
+                return if b[i] < 0x80 { i } else { self.run(i, LETTER) };
+            }
+            i += 8;
         }
-        if cls & NUMBER != 0 {
-            return Some(if qwen { i + 1 } else { self.digits(i + 1) });
+        self.run(i, LETTER)
+    }
+
+    /// End of the run of ASCII bytes in `lo..=hi` from `i`, and whether a non-ASCII byte
+    /// stopped it (the caller then takes the general path).
+    #[inline(always)]
+    fn ascii_range(&self, mut i: usize, lo: u8, hi: u8) -> (usize, bool) {
+        let b = self.text.as_bytes();
+        while let Some(w) = word_at(b, i) {
+            let stop = !in_range(w, lo, hi) & HIGH;
+            if stop != 0 {
+                i += (stop.trailing_zeros() / 8) as usize;
+                return (i, b[i] >= 0x80);
+            }
+            i += 8;
         }
-        if b0 == b'\r' || b0 == b'\n' {
-            return Some(self.spaces(i, !qwen));
+        while i < b.len() && (lo..=hi).contains(&b[i]) {
+            i += 1;
         }
-        if b0 == b'\'' || (cls & SPACE != 0 && b0 != b' ') {
+        (i, i < b.len() && b[i] >= 0x80)
+    }
+
+    /// End of the run of b' ' from `i` (indentation, alignment).
+    #[inline(always)]
+    fn blanks(&self, mut i: usize) -> usize {
+        let b = self.text.as_bytes();
+        while let Some(w) = word_at(b, i) {
+            let stop = not_byte(w, b' ');
+            if stop != 0 {
+                return i + (stop.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while i < b.len() && b[i] == b' ' {
+            i += 1;
+        }
+        i
+    }
+
+    /// Whether the byte at `j` is ASCII and not whitespace (false past the end).
+    #[inline(always)]
+    fn ascii_non_space(&self, j: usize) -> bool {
+        matches!(self.text.as_bytes().get(j), Some(&c) if c < 0x80 && super::classes::ASCII[c as usize] & SPACE == 0)
+    }
+
+    /// The pieces of all three patterns that start with a line break, when the bytes after
+    /// it settle them: a break before a non-space is a piece alone, and so is `\n` before
+    /// indentation that a non-space ends (the whitespace alternatives stop at the run's
+    /// last break, which is this one).
+    #[inline(always)]
+    fn ascii_break(&self, i: usize, b0: u8, b1: u8) -> Option<usize> {
+        if super::classes::ASCII[b1 as usize] & SPACE == 0 {
+            return Some(i + 1);
+        }
+        if b0 == b'\n' && b1 == b' ' && self.ascii_non_space(self.blanks(i + 2)) {
+            return Some(i + 1);
+        }
+        None
+    }
+
+    /// A run of two or more b' ' from `i`: to the end of the text (`\s++$` or `\s+(?!\S)`)
+    /// or, before a non-space, less its last space (`\s+(?!\S)`); `None` when other
+    /// whitespace follows.
+    #[inline(always)]
+    fn ascii_blanks(&self, i: usize) -> Option<usize> {
+        let j = self.blanks(i + 2);
+        if j == self.text.len() {
+            Some(j)
+        } else if self.ascii_non_space(j) {
+            Some(j - 1)
+        } else {
+            None
+        }
+    }
+
+    /// The common ASCII cases of cl100k_base, o200k_base and Qwen's pattern, settled by the
+    /// first two bytes: a word (after a space, tab or mark), a number, a contraction
+    /// (cl100k, Qwen), a punctuation run, runs of spaces, line breaks. `None` sends the rest
+    /// (a non-ASCII byte second, mixed whitespace) down the general path. Inlined with a
+    /// constant `pattern`, so each pattern gets its own straight code.
+    #[inline(always)]
+    fn ascii_piece(&self, i: usize, pattern: Pattern) -> Option<usize> {
+        use super::classes::ASCII;
+        let o200k = pattern == Pattern::O200k;
+        // o200k's words split by case; the others' are one run of letters.
+        let word = |p: usize| if o200k { self.ascii_word(p) } else { Some(self.letters(p)) };
+        let after_punctuation: &[u8] = if o200k { b"\r\n/" } else { b"\r\n" };
+        let b = self.text.as_bytes();
+        let b0 = b[i];
+        if b0 >= 0x80 {
             return None;
         }
-        // b0 is a space or a punctuation mark: the byte after it decides.
+        let cls = ASCII[b0 as usize];
+        if cls & LETTER != 0 {
+            return word(i);
+        }
+        if cls & NUMBER != 0 {
+            return Some(if pattern == Pattern::Qwen { i + 1 } else { self.digits(i + 1) });
+        }
+        // The text's last byte is a piece alone, whatever it is.
         let Some(&b1) = b.get(i + 1) else {
-            return (b0 != b' ').then_some(i + 1);
+            return Some(i + 1);
         };
         if b1 >= 0x80 {
             return None;
         }
-        let next = ASCII[b1 as usize];
-        if next & LETTER != 0 {
-            return Some(self.run(i + 2, LETTER));
+        if b0 == b'\r' || b0 == b'\n' {
+            return self.ascii_break(i, b0, b1);
         }
-        if b0 != b' ' {
-            return Some(self.byte_run(self.other_run(i + 1), b"\r\n"));
-        }
-        if next & (NUMBER | SPACE) == 0 {
-            return Some(self.byte_run(self.other_run(i + 2), b"\r\n"));
-        }
-        Some(self.spaces(i, !qwen))
-    }
-
-    /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`).
-    fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
-        let b0 = self.text.as_bytes()[i];
-        if b0 < 0x80 {
-            if let Some(end) = self.ascii_cl100k(i, b0, qwen) {
-                return end;
+        if !o200k && b0 == b'\'' {
+            let k = self.contraction(i, b"sdmt");
+            if k > 0 {
+                return Some(i + k);
             }
         }
+        let next = ASCII[b1 as usize];
+        // `[^\r\n\p{L}\p{N}]?` before a word: any byte left here.
+        if next & LETTER != 0 {
+            return word(i + 1);
+        }
+        if cls & SPACE == 0 {
+            return Some(self.byte_run(self.other_run(i + 1), after_punctuation));
+        }
+        if b0 != b' ' {
+            return None;
+        }
+        if next & (NUMBER | SPACE) == 0 {
+            return Some(self.byte_run(self.other_run(i + 2), after_punctuation));
+        }
+        if b1 == b' ' {
+            return self.ascii_blanks(i);
+        }
+        None
+    }
+
+    /// o200k's word from `p` (an ASCII letter) when it is all ASCII: capitals, then small
+    /// letters (either run may be empty, not both), then a contraction. No ASCII letter is
+    /// in both of the pattern's sets, so the regex's backtracking never moves the end.
+    #[inline(always)]
+    fn ascii_word(&self, p: usize) -> Option<usize> {
+        // A word inside eight bytes (most of them): both runs from one load.
+        if let Some(w) = word_at(self.text.as_bytes(), p) {
+            let not_upper = !in_range(w, b'A', b'Z') & HIGH;
+            if not_upper != 0 {
+                // The bytes from the first that is not a capital on.
+                let rest = HIGH & (u64::MAX << (not_upper.trailing_zeros() & !7));
+                let stop = !in_range(w, b'a', b'z') & rest;
+                if stop != 0 {
+                    let end = p + (stop.trailing_zeros() / 8) as usize;
+                    if self.text.as_bytes()[end] >= 0x80 {
+                        return None;
+                    }
+                    return Some(end + self.contraction(end, b"stmd"));
+                }
+            }
+        }
+        let (k, other) = self.ascii_range(p, b'A', b'Z');
+        if other {
+            return None;
+        }
+        let (end, other) = self.ascii_range(k, b'a', b'z');
+        if other {
+            return None;
+        }
+        Some(end + self.contraction(end, b"stmd"))
+    }
+
+    /// cl100k_base, or Qwen's pattern when `qwen` (single digits; no `\s++$`): every case.
+    #[inline(never)]
+    fn next_cl100k(&self, i: usize, qwen: bool) -> usize {
         let (cls, c, n) = self.class_at(i);
         if c == u32::from(b'\'') {
             let k = self.contraction(i, b"sdmt");
@@ -295,7 +462,16 @@ impl<'t> Splitter<'t> {
     /// `\p{N}{1,3}` after the first number.
     #[inline(always)]
     fn digits(&self, mut j: usize) -> usize {
+        let b = self.text.as_bytes();
         for _ in 0..2 {
+            match b.get(j) {
+                Some(c) if c.is_ascii_digit() => {
+                    j += 1;
+                    continue;
+                }
+                Some(&c) if c >= 0x80 => {}
+                _ => break,
+            }
             let (cls, _, n) = self.class_at(j);
             if cls & NUMBER == 0 {
                 break;
@@ -347,6 +523,7 @@ impl<'t> Splitter<'t> {
         (k > p).then(|| self.run(k, B_SET))
     }
 
+    #[inline(never)]
     fn next_o200k(&self, i: usize) -> usize {
         let (cls, c, n) = self.class_at(i);
         let prefix = cls & (LETTER | NUMBER) == 0 && c != u32::from(b'\r') && c != u32::from(b'\n');
@@ -425,6 +602,38 @@ impl Splitter<'_> {
     }
 }
 
+impl<'t> Splitter<'t> {
+    /// End of the piece starting at `i` (before the end of the text): the ASCII fast path
+    /// inline, the general one a call away.
+    #[inline(always)]
+    fn piece_end(&self, i: usize) -> usize {
+        let end = match self.pattern {
+            Pattern::Cl100k => self.ascii_piece(i, Pattern::Cl100k).unwrap_or_else(|| self.next_cl100k(i, false)),
+            Pattern::O200k => self.ascii_piece(i, Pattern::O200k).unwrap_or_else(|| self.next_o200k(i)),
+            Pattern::Qwen => self.ascii_piece(i, Pattern::Qwen).unwrap_or_else(|| self.next_cl100k(i, true)),
+            Pattern::DeepSeek => self.next_deepseek(i),
+        };
+        debug_assert!(end > i && self.text.is_char_boundary(end));
+        end
+    }
+
+    /// Calls `f` with the bytes of each remaining piece, in order, while it returns true:
+    /// the counting loop, with no string slicing per piece.
+    #[inline(always)]
+    pub fn for_each_bytes(mut self, mut f: impl FnMut(&'t [u8]) -> bool) {
+        let b = self.text.as_bytes();
+        let mut i = self.pos;
+        while i < b.len() {
+            let end = self.piece_end(i);
+            if !f(&b[i..end]) {
+                break;
+            }
+            i = end;
+        }
+        self.pos = i;
+    }
+}
+
 impl<'t> Iterator for Splitter<'t> {
     type Item = &'t str;
 
@@ -434,13 +643,7 @@ impl<'t> Iterator for Splitter<'t> {
         if i >= self.text.len() {
             return None;
         }
-        let end = match self.pattern {
-            Pattern::Cl100k => self.next_cl100k(i, false),
-            Pattern::Qwen => self.next_cl100k(i, true),
-            Pattern::O200k => self.next_o200k(i),
-            Pattern::DeepSeek => self.next_deepseek(i),
-        };
-        debug_assert!(end > i && self.text.is_char_boundary(end));
+        let end = self.piece_end(i);
         self.pos = end;
         Some(&self.text[i..end])
     }
@@ -450,18 +653,24 @@ impl<'t> Iterator for Splitter<'t> {
 pub(crate) mod tests {
     use super::*;
 
-    static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 2]> = std::sync::LazyLock::new(|| {
-        [fancy_regex::Regex::new(CL100K).unwrap(), fancy_regex::Regex::new(O200K).unwrap()]
-    });
+    static REGEXES: std::sync::LazyLock<[fancy_regex::Regex; 3]> =
+        std::sync::LazyLock::new(|| [CL100K, O200K, QWEN].map(|p| fancy_regex::Regex::new(p).unwrap()));
 
     fn by_regex(re: &fancy_regex::Regex, text: &str) -> Vec<String> {
         re.find_iter(text).map(|m| m.unwrap().as_str().to_string()).collect()
     }
 
     fn check(text: &str) {
-        for (pattern, regex) in [(Pattern::Cl100k, &REGEXES[0]), (Pattern::O200k, &REGEXES[1])] {
-            let ours: Vec<&str> = Splitter::new(text, pattern).collect();
-            assert_eq!(ours, by_regex(regex, text), "{pattern:?} on {text:?}");
+        for (pattern, regex) in [Pattern::Cl100k, Pattern::O200k, Pattern::Qwen].iter().zip(REGEXES.iter()) {
+            let expected = by_regex(regex, text);
+            let ours: Vec<&str> = Splitter::new(text, *pattern).collect();
+            assert_eq!(ours, expected, "{pattern:?} on {text:?}");
+            let mut by_bytes = Vec::new();
+            Splitter::new(text, *pattern).for_each_bytes(|p| {
+                by_bytes.push(std::str::from_utf8(p).unwrap());
+                true
+            });
+            assert_eq!(by_bytes, expected, "{pattern:?} on {text:?} (bytes)");
         }
     }
 
@@ -492,6 +701,24 @@ pub(crate) mod tests {
     fn random_texts_from_a_tricky_alphabet() {
         let alphabet = " \t\n\r\u{b}\u{3000}\u{a0}aZ'sStTlLvVrReEdDmMſ0١Ⅻ.,!/-_中ʰǅ\u{301}\u{20dd}🙂é";
         for text in random_texts(alphabet, 40, 300) {
+            check(&text);
+        }
+    }
+
+    #[test]
+    fn random_code_like_texts() {
+        // The ASCII fast paths: runs of spaces longer than a word (eight bytes), indentation
+        // after breaks, words, contractions and punctuation, with a few non-ASCII scalars,
+        // tabs and breaks at the places where the fast path must hand over.
+        let alphabet = "        \n\n\r\t aAzZ_sStTdDlLvVrReEmM'.:(){}/=#-09é中\u{a0}\u{301}Σſ";
+        for text in random_texts(alphabet, 48, 200) {
+            check(&text);
+        }
+        let units = ["    def f(self):\n", "        return x\n", "\n\n", "  ", "\t", "SHOUT", "Word's", "x = 1234\n"];
+        let mut next = xorshift();
+        for _ in 0..3000 {
+            let n = (next() % 12) as usize;
+            let text: String = (0..n).map(|_| units[(next() % units.len() as u64) as usize]).collect();
             check(&text);
         }
     }
