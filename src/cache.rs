@@ -159,6 +159,19 @@ impl CountCache {
         self.misses.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Count `n` hits at once (a batch's lookups through [`Self::peek`]).
+    #[inline]
+    pub fn add_hits(&self, n: u64) {
+        self.hits.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The cached count for `key`, leaving the statistics to the caller: a batch on all
+    /// cores records its hits and misses once, not per text from every core.
+    #[inline]
+    pub fn peek(&self, key: u128) -> Option<usize> {
+        self.map.as_ref().and_then(|m| m.get(&key)).map(|n| n as usize)
+    }
+
     pub fn info(&self) -> CacheInfo {
         CacheInfo {
             hits: self.hits.load(Ordering::Relaxed),

@@ -319,12 +319,33 @@ impl Counter {
         if !self.cache.enabled() {
             return self.count_many_uncached(texts);
         }
+        // Raw counts, hit or not; the statistics are recorded once for the batch.
+        let one = |t: &S| {
+            let t = t.as_ref();
+            if t.is_empty() {
+                return (0, None);
+            }
+            let key = text_key(t);
+            match self.cache.peek(key) {
+                Some(n) => (n, Some(true)),
+                None => {
+                    let n = self.backend.count(t);
+                    self.cache.insert(key, n);
+                    (n, Some(false))
+                }
+            }
+        };
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
-        if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            texts.par_iter().map(|t| self.count(t.as_ref())).collect()
+        let raw: Vec<(usize, Option<bool>)> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
+            texts.par_iter().map(one).collect()
         } else {
-            texts.iter().map(|t| self.count(t.as_ref())).collect()
-        }
+            texts.iter().map(one).collect()
+        };
+        let hits = raw.iter().filter(|(_, hit)| *hit == Some(true)).count();
+        let misses = raw.iter().filter(|(_, hit)| *hit == Some(false)).count();
+        self.cache.add_hits(hits as u64);
+        self.cache.add_misses(misses as u64);
+        raw.into_iter().map(|(n, _)| self.scaled(n)).collect()
     }
 
     /// `count_many` with the text cache off: no key is hashed and nothing shared is
@@ -559,5 +580,20 @@ mod tests {
         assert_eq!(c.count_missing_until(&[(kl, &long)], exact), vec![Some(exact)]);
         assert_eq!(c.cached_message(kl), Some(exact));
         assert_eq!(c.count_missing(&[(kl, &long)]), vec![exact]);
+    }
+
+    #[test]
+    fn a_cached_batch_records_its_hits_and_misses_once() {
+        let c = counter();
+        let texts: Vec<String> = (0..5000).map(|i| format!("text number {i} of the batch, {}", i * 7919)).collect();
+        let mut with_empty = texts.clone();
+        with_empty.push(String::new());
+        let first = c.count_many(&with_empty);
+        let info = c.cache_info();
+        assert_eq!((info.hits, info.misses), (0, 5000), "the empty text is neither");
+        assert_eq!(c.count_many(&with_empty), first);
+        assert_eq!(c.cache_info().hits, 5000);
+        let single: Vec<usize> = with_empty.iter().map(|t| c.backend.count(t)).collect();
+        assert_eq!(first, single);
     }
 }
