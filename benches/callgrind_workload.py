@@ -10,7 +10,8 @@ with N calls and once with 0: the difference divided by N is one call's instruct
         2>&1 | grep Collected
     done; done
 
-Workloads: ``fit_sample`` (40 messages, budget 2,000), ``count_warm`` (10,000 messages,
+Workloads: ``fit_sample`` (40 messages, budget 2,000), ``fit_10k`` (10,000 messages, budget
+100,000, warm), ``count_warm`` (10,000 messages,
 counted warm), ``manager_warm`` (a prepare of 2,000 messages the previous prepare already
 saw), ``session`` (a SQLite session of 400 messages: N turns of append + prepare; the turns
 grow the history, so compare runs of the same N only).
@@ -38,6 +39,12 @@ def main() -> None:
         wf.fit(sample, 2_000, counter=warm)  # warm, as in the comparison
         for _ in range(n):
             wf.fit(sample, 2_000, counter=warm)
+    elif what == "fit_10k":
+        big = cc._history(10_000, text)
+        warm.count_messages(big)
+        wf.fit(big, 100_000, counter=warm)
+        for _ in range(n):
+            wf.fit(big, 100_000, counter=warm)
     elif what == "count_warm":
         big = cc._history(10_000, text)
         warm.count_messages(big)
@@ -63,7 +70,7 @@ def main() -> None:
             session.prepare(cm)
     else:
         raise SystemExit(
-            f"unknown workload {what!r}: fit_sample, count_warm, manager_warm or session"
+            f"unknown workload {what!r}: fit_sample, fit_10k, count_warm, manager_warm or session"
         )
 
 
