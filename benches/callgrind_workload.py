@@ -10,8 +10,11 @@ with N calls and once with 0: the difference divided by N is one call's instruct
         2>&1 | grep Collected
     done; done
 
-Workloads: ``fit_sample`` (40 messages, budget 2,000), ``count_warm`` (10,000 messages,
-counted warm), ``session`` (a SQLite session of 400 messages: N turns of append + prepare).
+Workloads: ``fit_sample`` (40 messages, budget 2,000), ``fit_10k`` (10,000 messages, budget
+100,000, warm), ``count_warm`` (10,000 messages,
+counted warm), ``manager_warm`` (a prepare of 2,000 messages the previous prepare already
+saw), ``session`` (a SQLite session of 400 messages: N turns of append + prepare; the turns
+grow the history, so compare runs of the same N only).
 """
 
 from __future__ import annotations
@@ -36,11 +39,24 @@ def main() -> None:
         wf.fit(sample, 2_000, counter=warm)  # warm, as in the comparison
         for _ in range(n):
             wf.fit(sample, 2_000, counter=warm)
+    elif what == "fit_10k":
+        big = cc._history(10_000, text)
+        warm.count_messages(big)
+        wf.fit(big, 100_000, counter=warm)
+        for _ in range(n):
+            wf.fit(big, 100_000, counter=warm)
     elif what == "count_warm":
         big = cc._history(10_000, text)
         warm.count_messages(big)
         for _ in range(n):
             warm.count_messages(big)
+    elif what == "manager_warm":
+        big = cc._history(2_000, text)
+        cm = cc._manager()
+        state = cm.prepare(big).state
+        cm.prepare(big, state=state)
+        for _ in range(n):
+            cm.prepare(big, state=state)
     elif what == "session":
         big = cc._history(400 + n, text)
         store = wf.SQLiteStore(os.path.join(tempfile.mkdtemp(prefix="wf-cg-"), "s.db"))
@@ -53,7 +69,9 @@ def main() -> None:
             session.append(m)
             session.prepare(cm)
     else:
-        raise SystemExit(f"unknown workload {what!r}: fit_sample, count_warm or session")
+        raise SystemExit(
+            f"unknown workload {what!r}: fit_sample, fit_10k, count_warm, manager_warm or session"
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ download) into its own venv under ``target/compare/<sha>/``
 (kept, so a second run skips the build). One worker process per venv then waits for
 workloads; the driver asks both for one timed run of each workload in turn, alternating which
 side goes first, until each has ``--runs`` runs: load that comes and goes hits both sides
-alike. tiktoken runs in each worker as the same-run reference (identical code on both sides,
+alike. A run is one call by default, after the other workloads ran: its caches are cold, as
+in an agent loop that fits once per turn. ``--calls N`` times N calls in a row per run and
+reports the time per call instead: the steady state, where instruction counts decide. tiktoken runs in each worker as the same-run reference (identical code on both sides,
 so its two columns show how much the machine itself drifted). The table gives the best run.
 
 Only calls both versions have are made (the API grew between them): ``Counter(encoding=)``,
@@ -159,10 +161,12 @@ def worker() -> None:
     jobs = _workloads()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
-        name = json.loads(line)["workload"]
+        request = json.loads(line)
+        job, calls = jobs[request["workload"]], int(request.get("calls", 1))
         start = time.perf_counter()
-        jobs[name]()
-        print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
+        for _ in range(calls):
+            job()
+        print(json.dumps({"seconds": (time.perf_counter() - start) / calls}), flush=True)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -234,9 +238,10 @@ class Worker:
             raise RuntimeError("a benchmark worker exited early")
         return line
 
-    def time(self, workload: str) -> float:
+    def time(self, workload: str, calls: int = 1) -> float:
+        """Seconds per call of ``workload``, over ``calls`` calls in a row."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"workload": workload}) + "\n")
+        self.proc.stdin.write(json.dumps({"workload": workload, "calls": calls}) + "\n")
         self.proc.stdin.flush()
         return float(json.loads(self._read())["seconds"])
 
@@ -255,6 +260,9 @@ def main() -> None:
     ap.add_argument("--before", default="9faf754")
     ap.add_argument("--after", default="HEAD")
     ap.add_argument("--runs", type=int, default=7, help="timed runs per workload and side")
+    ap.add_argument(
+        "--calls", type=int, default=1, help="calls per timed run (1: cold caches; more: steady)"
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -269,14 +277,15 @@ def main() -> None:
         for name in WORKLOADS:
             order = (0, 1) if (run + WORKLOADS.index(name)) % 2 == 0 else (1, 0)
             for side in order:
-                times[name][side].append(workers[side].time(name))
+                times[name][side].append(workers[side].time(name, args.calls))
         logger.info("run %d/%d done", run + 1, args.runs)
     for w in workers:
         w.close()
     load_end = os.getloadavg()
     (b_sha, _), (a_sha, _) = sides
     print(
-        f"before `{b_sha}`, after `{a_sha}`; best of {args.runs} interleaved runs each; "
+        f"before `{b_sha}`, after `{a_sha}`; best of {args.runs} interleaved runs each "
+        f"({args.calls} call{'s' if args.calls > 1 else ''} a run); "
         f"load average {load_start[0]:.1f} at start, {load_end[0]:.1f} at end\n"
     )
     print("| workload | before | after | after / before |")

@@ -8,8 +8,10 @@ reader. Both must produce the same cache key, or a warm count would differ from 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import pytest
 import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -105,3 +107,44 @@ def test_clear_cache_clears_the_reader_memo() -> None:
     assert counter.count_messages(history) == wf.Counter(
         encoding="cl100k_base", cache_entries=0
     ).count_messages(history)
+
+
+_BAD_IDS = [
+    ({"role": "tool", "tool_call_id": 5, "content": "x"}, wf.MessageTypeError, "tool_call_id"),
+    (
+        {"role": "assistant", "tool_calls": [{**_call_of("c"), "id": 7}]},
+        wf.MessageTypeError,
+        "tool_calls[0].id",
+    ),
+    ({"role": "tool", "content": "x"}, wf.InvalidMessageError, "tool_call_id"),
+]
+
+
+def test_counting_checks_ids_it_does_not_read() -> None:
+    """Counting skips copying the pairing ids out of warm messages, not checking them: a bad
+    id is the same error whether the rest of the history is cached or not, and whether a
+    count or a fit reads it."""
+    good = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    for bad, kind, field in _BAD_IDS:
+        counter = wf.Counter(encoding="cl100k_base")
+        for _ in range(2):  # cold, then with the good messages cached
+            for call in (counter.count_messages, counter.count_each_message):
+                with pytest.raises(kind, match=rf"message 2: {re.escape(field)}"):
+                    call([*good, bad])
+            with pytest.raises(kind, match=rf"message 2: {re.escape(field)}"):
+                wf.fit([*good, bad], 1_000, counter=counter)
+            counter.count_messages(good)
+
+
+def test_counts_without_ids_equal_the_counts_a_fit_reads() -> None:
+    """The warm count (no ids read) and the fit's read (ids read) give the same tokens."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "list files"}]
+    for i in range(30):
+        history.append({"role": "assistant", "content": None, "tool_calls": [_call_of(f"c{i}")]})
+        history.append({"role": "tool", "tool_call_id": f"c{i}", "content": "a.txt\n" * (i + 1)})
+    counter = wf.Counter(encoding="cl100k_base")
+    cold = wf.Counter(encoding="cl100k_base", cache_entries=0).count_each_message(history)
+    fitted = wf.fit(history, 10**9, counter=counter)  # reads ids, fills the cache
+    assert fitted.kept == list(range(len(history)))
+    assert counter.count_each_message(history) == cold
+    assert counter.count_messages(history) == sum(cold) + counter.reply_priming == fitted.tokens

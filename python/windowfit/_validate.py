@@ -26,6 +26,8 @@ def count_arg(name: str, value: Any, *, minimum: int = 0, infinite: bool = False
 
     ``infinite=True`` accepts ``float('inf')`` as "no limit" (``NO_LIMIT``).
     """
+    if type(value) is int and minimum <= value <= NO_LIMIT:
+        return value  # the usual case, first: entry points called per agent turn pay for this
     if isinstance(value, bool):
         raise ArgumentTypeError(f"{name} must be an int, not bool ({value!r})")
     if isinstance(value, float):

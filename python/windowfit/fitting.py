@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypedDict
 
 from windowfit import _core
 from windowfit._validate import count_arg
@@ -31,7 +31,7 @@ class FitStats(Mapping[str, Any]):
     access (through the counter's cache) and is exact.
     """
 
-    __slots__ = ("_data", "_pending")
+    __slots__ = ("_data", "_pending", "_source")
 
     def __init__(
         self, data: dict[str, Any], pending: tuple[Any, list[Any], list[int]] | None = None
@@ -39,26 +39,54 @@ class FitStats(Mapping[str, Any]):
         self._data = data
         # (counter, messages, dropped indices) while tokens_dropped is unknown
         self._pending = pending
+        self._source: tuple[_core.FitOutcome, dict[str, Any], Any, list[Any], list[int]] | None
+        self._source = None
+
+    @classmethod
+    def _of(
+        cls,
+        raw: _core.FitOutcome,
+        extra: dict[str, Any],
+        counter: Counter,
+        messages: list[Any],
+        dropped: list[int],
+    ) -> FitStats:
+        """The stats of ``raw``, read from it on first access: most callers of a fit in an
+        agent loop never look at them, and reading a dozen fields costs more than the
+        selection of a short history."""
+        stats = cls({})
+        stats._source = (raw, extra, counter, messages, dropped)
+        return stats
+
+    def _dict(self) -> dict[str, Any]:
+        if self._source is not None:
+            raw, extra, counter, messages, dropped = self._source
+            self._source = None
+            data = {name: getattr(raw, name) for name in _STATS}
+            data.update(extra)
+            if data["tokens_dropped"] is None:
+                self._pending = (counter, messages, dropped)
+            self._data = data
+        return self._data
 
     def __getitem__(self, key: str) -> Any:
+        data = self._dict()
         if key == "tokens_dropped" and self._pending is not None:
             counter, messages, dropped = self._pending
-            self._data["tokens_dropped"] = sum(
-                counter.count_each_message([messages[i] for i in dropped])
-            )
+            data["tokens_dropped"] = sum(counter.count_each_message([messages[i] for i in dropped]))
             self._pending = None
-        return self._data[key]
+        return data[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+        return iter(self._dict())
 
     def __len__(self) -> int:
-        return len(self._data)
+        return len(self._dict())
 
     def __repr__(self) -> str:
         shown = {
             k: ("<on access>" if k == "tokens_dropped" and self._pending else v)
-            for k, v in self._data.items()
+            for k, v in self._dict().items()
         }
         return f"FitStats({shown!r})"
 
@@ -80,11 +108,25 @@ class FitResult:
     stats: Mapping[str, Any] = field(default_factory=dict)
 
 
+class _Options(TypedDict):
+    """The selection options of ``_core.fit_indices``, checked once for both of its calls."""
+
+    keep_system: bool
+    keep_last_user: bool
+    start_on_user: bool
+    pinned: list[int]
+    strip_unanswered: bool
+    max_messages: int | None
+    max_turns: int | None
+
+
 def _budget(budget: Any) -> int:
     return count_arg("budget", budget, infinite=True)
 
 
 def _as_list(messages: Any) -> list[Any]:
+    if type(messages) is list:  # the usual history: no further checks
+        return messages
     if isinstance(messages, (str, bytes, dict)):
         raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
     if not isinstance(messages, Iterable):
@@ -167,7 +209,12 @@ _STATS = (
 
 
 def _result(
-    messages: list[Any], raw: _core.FitOutcome, budget: int | None, counter: Counter
+    messages: list[Any],
+    raw: _core.FitOutcome,
+    budget: int | None,
+    counter: Counter,
+    results_truncated: int = 0,
+    round_dropped: int = 0,
 ) -> FitResult:
     kept, dropped = raw.kept, raw.dropped
     chosen = [messages[i] for i in kept]
@@ -177,15 +224,14 @@ def _result(
         for i, ids in stripped:
             chosen[where[i]] = _stripped(messages[i], ids)
     tokens = raw.tokens if kept else 0  # an empty prompt primes no reply
-    data: dict[str, Any] = {name: getattr(raw, name) for name in _STATS}
-    data["results_truncated"] = 0  # fit's oversize handling sets these two
-    data["round_dropped"] = 0
-    data["budget"] = budget
-    data["tokens"] = tokens
-    pending = None
-    if data["tokens_dropped"] is None:
-        pending = (counter, messages, dropped)
-    return FitResult(chosen, kept, dropped, tokens, budget, FitStats(data, pending))
+    extra = {
+        "results_truncated": results_truncated,  # fit's oversize handling sets these two
+        "round_dropped": round_dropped,
+        "budget": budget,
+        "tokens": tokens,
+    }
+    stats = FitStats._of(raw, extra, counter, messages, dropped)
+    return FitResult(chosen, kept, dropped, tokens, budget, stats)
 
 
 def fit(
@@ -230,8 +276,8 @@ def fit(
     """
     msgs = _as_list(messages)
     b = _budget(budget)
-    cap_messages = _cap("max_messages", max_messages)
-    cap_turns = _cap("max_turns", max_turns)
+    cap_messages = None if max_messages is None else _cap("max_messages", max_messages)
+    cap_turns = None if max_turns is None else _cap("max_turns", max_turns)
     if start_on not in ("user", "human", None):
         raise InvalidArgumentError(f"start_on must be 'user' or None, not {start_on!r}")
     if unanswered not in ("drop", "strip"):
@@ -243,38 +289,36 @@ def fit(
     c = resolve_counter(counter, model)
     if not msgs:
         return _empty(b)
-    pins = _pins(pinned, len(msgs))
-
-    def select(history: list[Any]) -> tuple[FitResult, _core.FitOutcome]:
-        raw = _core.fit_indices(
-            c,
-            history,
-            b,
-            keep_system=bool(keep_system),
-            keep_last_user=bool(keep_last_user),
-            start_on_user=start_on is not None,
-            pinned=pins,
-            strip_unanswered=unanswered == "strip",
-            max_messages=cap_messages,
-            max_turns=cap_turns,
-        )
-        return _result(history, raw, b, c), raw
+    # the default (no pins) skips the loop: a fit per agent turn pays for every call here
+    pins = [] if type(pinned) is tuple and not pinned else _pins(pinned, len(msgs))
+    options: _Options = {
+        "keep_system": bool(keep_system),
+        "keep_last_user": bool(keep_last_user),
+        "start_on_user": start_on is not None,
+        "pinned": pins,
+        "strip_unanswered": unanswered == "strip",
+        "max_messages": cap_messages,
+        "max_turns": cap_turns,
+    }
 
     # The core reports the round in progress (after the latest user turn) and which of its
     # sendable messages the budget left out: the one rule of what a turn is lives there.
-    result, raw = select(msgs)
+    history = msgs
+    raw = _core.fit_indices(c, history, b, **options)
     lost = raw.round_lost
+    if not lost:
+        return _result(history, raw, b, c)
     truncated = 0
-    if lost and oversize == "raise":
+    if oversize == "raise":
         raise BudgetError(
             f"the round in progress does not fit: messages {lost} (after the latest user "
             f"message) are left out of budget {b}; oversize='truncate' cuts its tool results"
         )
-    if lost and oversize == "truncate":
-        shrunk = _shrink_round(msgs, raw.round_start, result, b, c, set(pins))
+    if oversize == "truncate":
+        shrunk = _shrink_round(msgs, raw.round_start, raw.pins_tokens, b, c, set(pins))
         if shrunk is not None:
             history, truncated = shrunk
-            result, raw = select(history)
+            raw = _core.fit_indices(c, history, b, **options)
             lost = raw.round_lost
     if lost:  # left out although the caller asked to cut it: worth a warning
         logger.log(
@@ -286,16 +330,13 @@ def fit(
             lost[-1],
             b,
         )
-    stats = cast(FitStats, result.stats)
-    stats._data["results_truncated"] = truncated
-    stats._data["round_dropped"] = len(lost)
-    return result
+    return _result(history, raw, b, c, truncated, len(lost))
 
 
 def _shrink_round(
     messages: list[Any],
     start: int,
-    result: FitResult,
+    pins_tokens: int,
     budget: int,
     counter: Counter,
     pinned: set[int],
@@ -319,7 +360,7 @@ def _shrink_round(
     bare = counter.count_each_message(
         [dict(messages[i], content="") if i in results else messages[i] for i in rest]
     )
-    room = budget - int(result.stats["pins_tokens"]) - counter.reply_priming - sum(bare)
+    room = budget - pins_tokens - counter.reply_priming - sum(bare)
     sizes = {i: f - e for i, f, e in zip(rest, full, bare) if i in results}
     cap = _water_level(sorted(sizes.values()), room)
     if cap is None:

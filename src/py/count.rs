@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::errors::guarded;
 use super::light;
-use super::messages::{counted_messages, extract_message, extract_text, extract_texts, with_text};
+use super::messages::{extract_message, extract_text, extract_texts, message_tokens, with_text};
 use crate::cache::CountCache;
 use crate::count::{Counter, MessageFormat};
 use crate::error::Error;
@@ -172,17 +172,16 @@ impl PyCounter {
 
     /// Tokens of a prompt: `sum(count_message(m)) + reply_priming`.
     fn count_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let (infos, _) = counted_messages(py, &self.inner, messages, false)?;
-        if infos.is_empty() {
+        let tokens = message_tokens(py, &self.inner, messages)?;
+        if tokens.is_empty() {
             return Ok(0); // no prompt, no reply to prime
         }
-        Ok(infos.iter().map(|i| i.tokens as usize).sum::<usize>() + self.inner.format().reply_priming as usize)
+        Ok(tokens.iter().map(|t| *t as usize).sum::<usize>() + self.inner.format().reply_priming as usize)
     }
 
     /// Tokens of each message (without priming), in order.
     fn count_each_message(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-        let (infos, _) = counted_messages(py, &self.inner, messages, false)?;
-        Ok(infos.iter().map(|i| i.tokens as usize).collect())
+        Ok(message_tokens(py, &self.inner, messages)?.into_iter().map(|t| t as usize).collect())
     }
 
     /// Cache statistics: hits, misses, size (entries) and capacity.

@@ -98,7 +98,7 @@ fn fit_indices(
 ) -> PyResult<PyFitOutcome> {
     let counter = counter.get().inner.clone();
     let unanswered = mode(strip_unanswered);
-    let (mut infos, mut rest) = read_messages(py, &counter, messages, strip_unanswered)?;
+    let (mut infos, mut rest) = read_messages(py, &counter, messages, strip_unanswered, true)?;
     let opts = FitOptions {
         keep_system,
         keep_last_user,

@@ -17,7 +17,7 @@ use super::errors::{self, guarded, message_error, message_type_error, type_name}
 use super::light;
 use crate::count::{Counter, ImageDetail, KeyBuilder, Message, Part, ToolCall};
 use crate::fit::{CountOnDemand, UNCOUNTED};
-use crate::message::{MessageInfo, Role, ROLES};
+use crate::message::{MessageInfo, ROLES};
 
 /// A Python string borrowed without copying, or its lossy UTF-8 copy when it holds lone
 /// surrogates (counted as U+FFFD, as tiktoken does).
@@ -430,10 +430,30 @@ pub(crate) fn counted_messages(
     messages: &Bound<'_, PyAny>,
     keep_calls: bool,
 ) -> PyResult<(Vec<MessageInfo>, FullMessages)> {
-    let (mut infos, mut rest) = read_messages(py, counter, messages, keep_calls)?;
-    let all: Vec<usize> = (0..infos.len()).collect();
-    rest.count(&mut infos, &all, None)?;
+    let (mut infos, mut rest) = read_messages(py, counter, messages, keep_calls, true)?;
+    count_rest(&mut infos, &mut rest)?;
     Ok((infos, rest.full))
+}
+
+/// Each message's tokens, as `counted_messages` gives them but without reading the pairing
+/// ids (counting needs none, and copying them out is the costliest part of a warm read).
+pub(crate) fn message_tokens(
+    py: Python<'_>,
+    counter: &Arc<Counter>,
+    messages: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u64>> {
+    let (mut infos, mut rest) = read_messages(py, counter, messages, false, false)?;
+    count_rest(&mut infos, &mut rest)?;
+    Ok(infos.iter().map(|m| m.tokens).collect())
+}
+
+/// Count whatever `read_messages` did not find in the cache (nothing, when warm).
+fn count_rest(infos: &mut [MessageInfo], rest: &mut Uncounted<'_>) -> PyResult<()> {
+    if rest.pending() == 0 {
+        return Ok(());
+    }
+    let all: Vec<usize> = (0..infos.len()).collect();
+    rest.count(infos, &all, None)
 }
 
 /// A lone dict or str iterates without error but is never a history.
@@ -457,12 +477,14 @@ pub(crate) fn message_infos(py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyRe
     Ok(infos)
 }
 
-/// Read every message; count nothing that is not already cached.
+/// Read every message; count nothing that is not already cached. Without `ids` the infos
+/// of warm-read messages carry no call or result ids (for counting, which pairs nothing).
 pub(crate) fn read_messages<'py>(
     py: Python<'py>,
     counter: &Arc<Counter>,
     messages: &Bound<'py, PyAny>,
     keep_calls: bool,
+    ids: bool,
 ) -> PyResult<(Vec<MessageInfo>, Uncounted<'py>)> {
     check_list(messages)?;
     let keys = light::Keys::new(py);
@@ -476,18 +498,11 @@ pub(crate) fn read_messages<'py>(
     for (i, obj) in messages.try_iter()?.enumerate() {
         let obj = obj?;
         // SAFETY: the GIL is held and `obj` outlives the call; `read` keeps no pointers.
-        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder, &mut memo) };
+        let light = unsafe { light::read(py, obj.as_ptr(), &keys, &format, &mut key_builder, &mut memo, ids) };
         match light {
-            Some(l) => {
-                let info = MessageInfo {
-                    role: Role::parse(l.role),
-                    tokens: 0,
-                    call_ids: l.call_ids,
-                    result_ids: l.result_ids,
-                    has_content: l.has_content,
-                };
+            Some((key, info)) => {
                 let needs_full = keep_calls && !info.call_ids.is_empty();
-                match counter.cached_message(l.key) {
+                match counter.cached_message(key) {
                     Some(t) => {
                         infos.push(MessageInfo { tokens: t as u64, ..info });
                         if needs_full {
@@ -497,7 +512,7 @@ pub(crate) fn read_messages<'py>(
                     None => {
                         infos.push(info);
                         missing.resize_with(i + 1, || None);
-                        missing[i] = Some((l.key, Unread::Read(obj)));
+                        missing[i] = Some((key, Unread::Read(obj)));
                         pending_count += 1;
                     }
                 }
@@ -540,8 +555,8 @@ fn _message_keys(
     let mut builder = KeyBuilder::new(&format);
     let mut memo = light::memo(py);
     // SAFETY: the GIL is held and `message` outlives the call; `read` keeps no pointers.
-    let fast = unsafe { light::read(py, message.as_ptr(), &keys, &format, &mut builder, &mut memo) };
-    Ok((fast.map(|l| l.key), full))
+    let fast = unsafe { light::read(py, message.as_ptr(), &keys, &format, &mut builder, &mut memo, true) };
+    Ok((fast.map(|(key, _)| key), full))
 }
 
 /// `(strings, bytes)` held by the light reader's identity memo (for tests of `clear_cache`).
