@@ -207,30 +207,28 @@ impl Counter {
     /// Count the messages not found by `cached_message` and cache them under their keys;
     /// spread over all cores when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
-        let counts = self.count_missing_until(msgs, usize::MAX);
-        counts.into_iter().map(|n| n.expect("no count passes usize::MAX")).collect()
+        let counts = self.count_missing_until(msgs, None);
+        counts.into_iter().map(|n| n.expect("an uncapped count is always given")).collect()
     }
 
-    /// [`Self::count_missing`], except that a message holding at least [`UNTIL_MIN_BYTES`] of
-    /// text is read only until it passes `cap` tokens: `None` then (its count stays unknown and
+    /// [`Self::count_missing`], except that with a `cap` a message holding at least
+    /// [`UNTIL_MIN_BYTES`] of text is read only until it passes `cap` tokens: `None` then (its count stays unknown and
     /// uncached). A fit's window search asks this, with the budget as `cap`: a message larger
     /// than the whole budget is never kept, and reading all of a 100 MB tool output to learn
     /// by how much it misses would cost the input, not the window. Estimates count in full.
     pub fn count_missing_until<S: AsRef<str> + Sync>(
         &self,
         msgs: &[(u128, &Message<S>)],
-        cap: usize,
+        cap: Option<usize>,
     ) -> Vec<Option<usize>> {
         let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
-        // A message known to pass a cap at least this high is not read again (a fit re-run
-        // every turn with the same budget reads a huge output once).
-        let count = |&(key, m): &(u128, &Message<S>)| {
-            let passed = m.text_len() >= UNTIL_MIN_BYTES && self.cache.floor(key).is_some_and(|f| f >= cap);
-            if passed {
-                None
-            } else {
-                self.compute_message_until(m, cap)
-            }
+        // Uncapped, a long text goes through the cached, all-cores count. Capped, a message
+        // known to pass a cap at least this high is not read again (a fit re-run every turn
+        // with the same budget reads a huge output once).
+        let count = |&(key, m): &(u128, &Message<S>)| match cap {
+            None => Some(self.compute_message(m, &[])),
+            Some(cap) if m.text_len() >= UNTIL_MIN_BYTES && self.cache.floor(key).is_some_and(|f| f >= cap) => None,
+            Some(cap) => self.compute_message_until(m, cap),
         };
         let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
             msgs.par_iter().map(count).collect()
@@ -238,9 +236,10 @@ impl Counter {
             msgs.iter().map(count).collect()
         };
         for ((key, _), n) in msgs.iter().zip(&raw) {
-            match n {
-                Some(n) => self.cache.insert(*key, *n),
-                None => self.cache.set_floor(*key, cap),
+            match (n, cap) {
+                (Some(n), _) => self.cache.insert(*key, *n),
+                (None, Some(cap)) => self.cache.set_floor(*key, cap),
+                (None, None) => {}
             }
         }
         raw.into_iter().map(|n| n.map(|n| self.scaled(n))).collect()
@@ -571,13 +570,13 @@ mod tests {
         let short = msg("user", "how long is it?");
         let exact = c.compute_message(&long, &[]);
         let (kl, ks) = (long.key(&c.format, &[]), short.key(&c.format, &[]));
-        let got = c.count_missing_until(&[(kl, &long), (ks, &short)], exact - 1);
+        let got = c.count_missing_until(&[(kl, &long), (ks, &short)], Some(exact - 1));
         assert_eq!(got, vec![None, Some(c.compute_message(&short, &[]))]);
         assert_eq!(c.cached_message(kl), None, "a capped count is not cached");
         assert_eq!(c.cache.floor(kl), Some(exact - 1), "but the bound it passed is");
-        assert_eq!(c.count_missing_until(&[(kl, &long)], exact - 100), vec![None], "a lower cap is passed too");
+        assert_eq!(c.count_missing_until(&[(kl, &long)], Some(exact - 100)), vec![None], "a lower cap is passed too");
         assert_eq!(c.cached_message(ks), got[1]);
-        assert_eq!(c.count_missing_until(&[(kl, &long)], exact), vec![Some(exact)]);
+        assert_eq!(c.count_missing_until(&[(kl, &long)], Some(exact)), vec![Some(exact)]);
         assert_eq!(c.cached_message(kl), Some(exact));
         assert_eq!(c.count_missing(&[(kl, &long)]), vec![exact]);
     }

@@ -405,7 +405,7 @@ impl CountOnDemand for Uncounted<'_> {
             return Ok(());
         }
         let counter = &self.counter;
-        let cap = cap.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX));
+        let cap = cap.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
         let counts = guarded("counting", || {
             Ok(self.py.detach(|| {
                 let refs: Vec<(u128, &Message<Text>)> = now.iter().map(|(_, k, m)| (*k, m)).collect();
