@@ -799,7 +799,7 @@ def test_in_memory_mode_is_the_bare_cut_and_writes_nothing(
         cache_size=8,
     )
     got = tr.truncate("tool", text)
-    ref = wf.truncate(text, cap, direction=direction, counter=counter)
+    ref = wf.truncate(text, cap, direction=direction, counter=counter, marker=tr.marker)
     assert got["truncated"] == ref.truncated
     assert got["preview"] == ref.text
     assert got["full_output_path"] is None
