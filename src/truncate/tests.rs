@@ -806,6 +806,16 @@ fn marker_placeholder_filled() {
 }
 
 #[test]
+fn newlines_are_counted_across_blocks_without_overflow() {
+    // The block count sums in a u8 per 255 bytes: an all-newline block is its worst case.
+    for len in [0, 1, 254, 255, 256, 509, 510, 511, 1000, 4096] {
+        for text in ["\n".repeat(len), "a\n".repeat(len), "é\nxyz".repeat(len), "x".repeat(len)] {
+            assert_eq!(count_newlines(&text), text.bytes().filter(|&b| b == b'\n').count(), "len {len}");
+        }
+    }
+}
+
+#[test]
 fn seams_that_merge_are_backed_off() {
     // Cuts where the marker merges with the kept text ("x" + "yz..."): limits must still hold.
     let b = cl100k();
