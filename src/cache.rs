@@ -3,7 +3,14 @@
 //! Only the hash and the count are stored, never the text, so a cached 1 MB tool output costs
 //! the same few dozen bytes as a cached "ok". xxh3-128 makes accidental collisions
 //! negligible (~2^-64 at billions of entries) and hashes at memory speed.
+//!
+//! In front of it, each thread keeps a small table of the short texts it counted last
+//! ([`FrontTable`]), found by a hash the caller already has (Python caches every `str`'s hash
+//! in the object) and confirmed by comparing the stored bytes. A warm count of a tiny text
+//! then costs neither the xxh3 pass nor the shared map's lock, and exactness never depends
+//! on a hash.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::hash::{BuildHasher, Hasher};
@@ -64,6 +71,17 @@ pub struct CountCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Names this cache's current contents in the per-thread front tables: unique among
+    /// caches, and renewed by `clear`, so an entry made before a clear (or for another
+    /// cache) never matches again.
+    stamp: AtomicU64,
+}
+
+/// Stamps handed out so far (0 is never one: it marks an empty front slot).
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
+fn new_stamp() -> u64 {
+    STAMPS.fetch_add(1, Ordering::Relaxed)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +105,7 @@ impl CountCache {
             capacity: entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            stamp: AtomicU64::new(new_stamp()),
         }
     }
 
@@ -182,6 +201,8 @@ impl CountCache {
     }
 
     pub fn clear(&self) {
+        // First, so a count racing with the clear can only store under the old stamp.
+        self.stamp.store(new_stamp(), Ordering::Release);
         if let Some(map) = &self.map {
             map.clear();
         }
@@ -190,6 +211,145 @@ impl CountCache {
         }
         self.hits.store(0, Ordering::Relaxed);
         self.misses.store(0, Ordering::Relaxed);
+    }
+
+    /// The cached count of `text`, whose caller-side hash is `hash`: this thread's front
+    /// table first (short texts only), then the shared map. A shared hit, or the count that
+    /// `compute` gives on a miss, is remembered in the front table. Hits and misses are
+    /// counted once, whichever level answered.
+    #[inline]
+    pub fn get_or_insert_hashed(&self, text: &str, hash: u64, compute: impl FnOnce() -> usize) -> usize {
+        if self.map.is_none() || text.len() > FRONT_MAX_LEN {
+            return self.get_or_insert_with(text_key(text), compute);
+        }
+        let stamp = self.stamp.load(Ordering::Acquire);
+        if let Some(n) = FRONT.with(|f| f.borrow().get(hash, stamp, text)) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return n as usize;
+        }
+        let n = self.get_or_insert_with(text_key(text), compute);
+        if let Ok(v) = u32::try_from(n) {
+            FRONT.with(|f| f.borrow_mut().insert(hash, stamp, text, v));
+        }
+        n
+    }
+}
+
+/// Texts longer than this skip the front table: hashing them is no longer small beside the
+/// call, and each would take a large share of the table's bytes.
+pub const FRONT_MAX_LEN: usize = 1024;
+/// Slots of a thread's front table (4 per set): room for the tens of thousands of short
+/// texts an agent re-counts, at 32 bytes a slot (1 MiB, touched only as it fills).
+pub const FRONT_SLOTS: usize = 1 << 15;
+/// Bytes of text a thread's front table holds at most; when full it starts over empty.
+pub const FRONT_BYTES: usize = 2 << 20;
+const FRONT_WAYS: usize = 4;
+
+thread_local! {
+    static FRONT: RefCell<FrontTable> = const { RefCell::new(FrontTable::new(FRONT_SLOTS, FRONT_BYTES)) };
+}
+
+/// Entries and text bytes in the calling thread's front table.
+pub fn front_stats() -> (usize, usize) {
+    FRONT.with(|f| {
+        let f = f.borrow();
+        (f.len(), f.bytes())
+    })
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    hash: u64,
+    /// The owning cache's stamp when stored; 0 for an empty slot.
+    stamp: u64,
+    start: u32,
+    len: u32,
+    count: u32,
+}
+
+/// A set-associative table of (hash, cache stamp, text) -> count, with the texts' bytes in
+/// one arena. Replaced entries leave their bytes behind until the arena is full; then the
+/// whole table starts over, so its memory never passes `slots * 32 + bytes`.
+pub struct FrontTable {
+    slots: Vec<Slot>,
+    arena: Vec<u8>,
+    sets: usize,
+    max_bytes: usize,
+    /// Rotates the way replaced in a full set.
+    victim: usize,
+}
+
+impl FrontTable {
+    /// A table of `slots` slots (rounded up to a power of two, at least one set) and at most
+    /// `max_bytes` bytes of text; nothing is allocated before the first insert.
+    pub const fn new(slots: usize, max_bytes: usize) -> Self {
+        let sets = (slots / FRONT_WAYS).next_power_of_two();
+        Self { slots: Vec::new(), arena: Vec::new(), sets, max_bytes, victim: 0 }
+    }
+
+    #[inline]
+    fn set(&self, hash: u64) -> usize {
+        (hash as usize & (self.sets - 1)) * FRONT_WAYS
+    }
+
+    /// The count stored for `text` under `hash` and `stamp`: all three must match, the text
+    /// byte for byte.
+    #[inline]
+    pub fn get(&self, hash: u64, stamp: u64, text: &str) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let set = self.set(hash);
+        self.slots[set..set + FRONT_WAYS]
+            .iter()
+            .find(|s| {
+                s.hash == hash
+                    && s.stamp == stamp
+                    && s.len as usize == text.len()
+                    && &self.arena[s.start as usize..(s.start + s.len) as usize] == text.as_bytes()
+            })
+            .map(|s| s.count)
+    }
+
+    /// Remember `count` for `text`. Texts that could never fit are not stored.
+    pub fn insert(&mut self, hash: u64, stamp: u64, text: &str, count: u32) {
+        let len = text.len();
+        if len == 0 || len > self.max_bytes || stamp == 0 {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); self.sets * FRONT_WAYS];
+        }
+        if self.arena.len() + len > self.max_bytes {
+            self.slots.fill(Slot::default());
+            self.arena.clear();
+        }
+        let set = self.set(hash);
+        // An empty way, else each in turn (a text is inserted only after `get` missed it).
+        let way = match self.slots[set..set + FRONT_WAYS].iter().position(|s| s.stamp == 0) {
+            Some(way) => way,
+            None => {
+                self.victim = (self.victim + 1) % FRONT_WAYS;
+                self.victim
+            }
+        };
+        let start = self.arena.len();
+        self.arena.extend_from_slice(text.as_bytes());
+        self.slots[set + way] = Slot { hash, stamp, start: start as u32, len: len as u32, count };
+    }
+
+    /// Entries stored (any stamp).
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.stamp != 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of text held in the arena.
+    pub fn bytes(&self) -> usize {
+        self.arena.len()
     }
 }
 
@@ -244,6 +404,81 @@ mod tests {
         let cache = CountCache::new(0);
         assert_eq!(cache.get_or_insert_with(1, || 5), 5);
         assert_eq!(cache.info().size, 0);
+    }
+
+    #[test]
+    fn front_table_confirms_bytes_not_just_the_hash() {
+        let mut f = FrontTable::new(64, 1 << 10);
+        f.insert(7, 1, "alpha", 3);
+        assert_eq!(f.get(7, 1, "alpha"), Some(3));
+        // same hash, same length, other bytes: a colliding text is not taken for another
+        assert_eq!(f.get(7, 1, "alpho"), None);
+        assert_eq!(f.get(7, 1, "alph"), None);
+        f.insert(7, 1, "alpho", 9);
+        assert_eq!((f.get(7, 1, "alpha"), f.get(7, 1, "alpho")), (Some(3), Some(9)));
+        // another cache (or the same one after a clear) has another stamp
+        assert_eq!(f.get(7, 2, "alpha"), None);
+    }
+
+    #[test]
+    fn front_table_is_bounded_by_slots_and_bytes() {
+        let mut f = FrontTable::new(16, 100);
+        for i in 0..10_000u64 {
+            let t = format!("text {i}");
+            f.insert(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1, &t, i as u32);
+            assert!(f.bytes() <= 100 && f.len() <= 16, "{} bytes, {} entries", f.bytes(), f.len());
+        }
+        // what it still holds is right
+        for i in 0..10_000u64 {
+            let t = format!("text {i}");
+            if let Some(n) = f.get(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1, &t) {
+                assert_eq!(n, i as u32);
+            }
+        }
+        f.insert(1, 1, &"x".repeat(101), 5); // larger than the whole arena: not stored
+        assert_eq!(f.get(1, 1, &"x".repeat(101)), None);
+    }
+
+    #[test]
+    fn front_table_evicts_within_a_full_set() {
+        // every text in one set of 4 ways: the fifth replaces one, none is ever wrong
+        let mut f = FrontTable::new(4, 1 << 16);
+        let texts: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
+        for (i, t) in texts.iter().enumerate() {
+            f.insert(42, 1, t, i as u32);
+            assert_eq!(f.get(42, 1, t), Some(i as u32));
+        }
+        assert_eq!(f.len(), 4);
+        let found = texts.iter().enumerate().filter(|(i, t)| f.get(42, 1, t) == Some(*i as u32)).count();
+        assert_eq!(found, 4);
+    }
+
+    #[test]
+    fn hashed_lookups_agree_with_the_shared_cache_and_count_stats() {
+        let cache = CountCache::new(100);
+        let mut calls = 0;
+        for _ in 0..3 {
+            let n = cache.get_or_insert_hashed("hello", 11, || {
+                calls += 1;
+                5
+            });
+            assert_eq!(n, 5);
+        }
+        assert_eq!(calls, 1);
+        let info = cache.info();
+        assert_eq!((info.hits, info.misses, info.size), (2, 1, 1));
+        // a colliding caller hash for another text: counted, never confused
+        assert_eq!(cache.get_or_insert_hashed("world", 11, || 8), 8);
+        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 99), 5);
+        // after a clear the front entry is stale: the text is counted again
+        cache.clear();
+        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 6), 6);
+        assert_eq!((cache.info().hits, cache.info().misses), (0, 1));
+        // disabled: no front entry either
+        let off = CountCache::new(0);
+        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
+        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
+        assert_eq!((off.info().hits, off.info().misses), (0, 2));
     }
 
     #[test]
