@@ -39,6 +39,8 @@ __all__ = [
     "DEFAULT_DIRECTION",
     "_message_keys",
     "_memo_stats",
+    "_fast_count",
+    "_front_cache_stats",
     "BudgetError",
     "InvalidMessageError",
     "MessageTypeError",
