@@ -11,7 +11,8 @@
 //! on a hash.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -75,7 +76,23 @@ pub struct CountCache {
     /// caches, and renewed by `clear`, so an entry made before a clear (or for another
     /// cache) never matches again.
     stamp: AtomicU64,
+    /// Hits answered by the front tables, a counter per thread (the first [`HIT_SHARDS`]
+    /// threads that count; later ones add to `hits`): a thread bumps its own with a plain
+    /// load and store, no locked instruction, no cache line another core writes. Never
+    /// reset, since their owners may be counting; `clear` records a baseline instead.
+    front_hits: Box<[HitShard]>,
+    front_base: Mutex<Vec<u64>>,
 }
+
+/// Threads with a hit counter of their own in each cache.
+pub const HIT_SHARDS: usize = 32;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct HitShard(AtomicU64);
+
+/// Per-thread hit counters handed out so far (see `CountCache::front_hits`).
+static SHARDS_GIVEN: AtomicUsize = AtomicUsize::new(0);
 
 /// Stamps handed out so far (0 is never one: it marks an empty front slot).
 static STAMPS: AtomicU64 = AtomicU64::new(1);
@@ -106,6 +123,8 @@ impl CountCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             stamp: AtomicU64::new(new_stamp()),
+            front_hits: (0..HIT_SHARDS).map(|_| HitShard::default()).collect(),
+            front_base: Mutex::new(vec![0; HIT_SHARDS]),
         }
     }
 
@@ -192,8 +211,10 @@ impl CountCache {
     }
 
     pub fn info(&self) -> CacheInfo {
+        let base = self.front_base.lock().unwrap_or_else(|p| p.into_inner());
+        let front: u64 = self.front_hits.iter().zip(base.iter()).map(|(h, b)| h.0.load(Ordering::Relaxed) - b).sum();
         CacheInfo {
-            hits: self.hits.load(Ordering::Relaxed),
+            hits: self.hits.load(Ordering::Relaxed) + front,
             misses: self.misses.load(Ordering::Relaxed),
             size: self.map.as_ref().map_or(0, |m| m.len()),
             capacity: self.capacity,
@@ -209,6 +230,10 @@ impl CountCache {
         if let Some(floors) = &self.floors {
             floors.clear();
         }
+        let mut base = self.front_base.lock().unwrap_or_else(|p| p.into_inner());
+        for (b, h) in base.iter_mut().zip(self.front_hits.iter()) {
+            *b = h.0.load(Ordering::Relaxed);
+        }
         self.hits.store(0, Ordering::Relaxed);
         self.misses.store(0, Ordering::Relaxed);
     }
@@ -223,8 +248,18 @@ impl CountCache {
             return self.get_or_insert_with(text_key(text), compute);
         }
         let stamp = self.stamp.load(Ordering::Acquire);
-        if let Some(n) = FRONT.with(|f| f.borrow().get(hash, stamp, text)) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+        let (found, shard) = FRONT.with(|f| {
+            let mut f = f.borrow_mut();
+            (f.get(hash, stamp, text), f.shard())
+        });
+        if let Some(n) = found {
+            match self.front_hits.get(shard) {
+                // only this thread writes its shard: no read-modify-write needed
+                Some(own) => own.0.store(own.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+                None => {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             return n as usize;
         }
         let n = self.get_or_insert_with(text_key(text), compute);
@@ -277,6 +312,8 @@ pub struct FrontTable {
     max_bytes: usize,
     /// Rotates the way replaced in a full set.
     victim: usize,
+    /// This thread's hit counter index in every cache (`usize::MAX` until first asked).
+    shard: usize,
 }
 
 impl FrontTable {
@@ -284,7 +321,16 @@ impl FrontTable {
     /// `max_bytes` bytes of text; nothing is allocated before the first insert.
     pub const fn new(slots: usize, max_bytes: usize) -> Self {
         let sets = (slots / FRONT_WAYS).next_power_of_two();
-        Self { slots: Vec::new(), arena: Vec::new(), sets, max_bytes, victim: 0 }
+        Self { slots: Vec::new(), arena: Vec::new(), sets, max_bytes, victim: 0, shard: usize::MAX }
+    }
+
+    /// The owning thread's hit counter index, unique to it for the life of the process.
+    #[inline]
+    fn shard(&mut self) -> usize {
+        if self.shard == usize::MAX {
+            self.shard = SHARDS_GIVEN.fetch_add(1, Ordering::Relaxed).min(usize::MAX - 1);
+        }
+        self.shard
     }
 
     #[inline]
@@ -479,6 +525,41 @@ mod tests {
         assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
         assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
         assert_eq!((off.info().hits, off.info().misses), (0, 2));
+    }
+
+    #[test]
+    fn front_hits_from_many_threads_add_up_and_clear() {
+        // more threads than hit shards: the later ones count through the shared counter
+        let cache = Arc::new(CountCache::new(1000));
+        let run = |cache: &Arc<CountCache>, threads: usize| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let cache = Arc::clone(cache);
+                    std::thread::spawn(move || {
+                        for i in 0..100u64 {
+                            let text = format!("text {}", i % 10);
+                            assert_eq!(
+                                cache.get_or_insert_hashed(&text, i % 10, || (i % 10) as usize),
+                                (i % 10) as usize,
+                                "thread {t}"
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        };
+        run(&cache, HIT_SHARDS + 8);
+        let info = cache.info();
+        assert_eq!(info.hits + info.misses, (HIT_SHARDS as u64 + 8) * 100);
+        assert!(info.misses >= 10 && info.hits >= (HIT_SHARDS as u64 + 8) * 90 - 10, "{info:?}");
+        cache.clear();
+        assert_eq!((cache.info().hits, cache.info().misses), (0, 0));
+        run(&cache, 3);
+        let info = cache.info();
+        assert_eq!(info.hits + info.misses, 300);
     }
 
     #[test]

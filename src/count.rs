@@ -164,6 +164,9 @@ impl KeyBuilder {
 
 pub struct Counter {
     backend: Arc<dyn Backend>,
+    /// `backend.is_exact()`, read on every count: kept here rather than asked of the backend
+    /// through its vtable each time.
+    exact: bool,
     cache: Arc<CountCache>,
     format: MessageFormat,
     /// Multiplier applied to estimates (learned from providers' reported usage), as f64 bits.
@@ -180,7 +183,8 @@ pub const UNTIL_MIN_BYTES: usize = 1 << 20;
 
 impl Counter {
     pub fn new(backend: Arc<dyn Backend>, cache: Arc<CountCache>, format: MessageFormat) -> Self {
-        Self { backend, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
+        let exact = backend.is_exact();
+        Self { backend, exact, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
@@ -192,7 +196,7 @@ impl Counter {
     }
 
     pub fn is_exact(&self) -> bool {
-        self.backend.is_exact()
+        self.exact
     }
 
     pub fn cache_info(&self) -> CacheInfo {
@@ -277,7 +281,7 @@ impl Counter {
 
     #[inline]
     fn scaled(&self, raw: usize) -> usize {
-        if self.backend.is_exact() {
+        if self.exact {
             return raw;
         }
         let f = self.calibration();

@@ -242,3 +242,18 @@ def test_counter_keeps_its_model_without_an_instance_dict() -> None:
         pass
 
     assert Mine(encoding="cl100k_base").count("hello world") == 2
+
+
+def test_encoding_count_is_the_same_fast_method() -> None:
+    ref = tiktoken_o200k()
+    enc = wf.get_encoding("o200k_base")
+    texts = short_texts()[::7]
+    for _ in range(2):
+        assert [enc.count(t) for t in texts] == [len(ref.encode_ordinary(t)) for t in texts]
+    assert enc.count(text="hello world") == 2
+    with pytest.raises(TypeError, match="text must be str, not bytes"):
+        enc.count(b"x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        enc.count()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        enc.count("a", limit=3)  # type: ignore[call-arg]

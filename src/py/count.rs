@@ -272,20 +272,58 @@ unsafe extern "C" fn count_fastcall(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls methods with the thread attached.
-    let py = unsafe { Python::assume_attached() };
+    // SAFETY: CPython calls methods with the thread attached; the descriptor checked that
+    // `slf` is an instance of the class it was made for, a subclass of `PyCounter`
+    // (`_fast_count` verifies); `args` holds `nargs` arguments and one per keyword name.
+    unsafe {
+        let py = Python::assume_attached();
+        let counter = Borrowed::from_ptr(py, slf).cast_unchecked::<PyCounter>();
+        fast_count(py, counter.get(), slf, args, nargs, kwnames, &COUNTER_COUNT)
+    }
+}
+
+/// `Encoding.count`, the same way (installed on the class by `register`).
+unsafe extern "C" fn encoding_count_fastcall(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: as in `count_fastcall`; `Encoding` is final, so `slf` is a `PyEncoding`.
+    unsafe {
+        let py = Python::assume_attached();
+        let encoding = Borrowed::from_ptr(py, slf).cast_unchecked::<PyEncoding>();
+        fast_count(py, encoding.get().counter.get(), slf, args, nargs, kwnames, &ENCODING_COUNT)
+    }
+}
+
+/// The regular (PyO3) `count` methods, for the calls the fast ones leave.
+static COUNTER_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static ENCODING_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// One positional `str`: counted here. Anything else: `regular(slf, *args, **kwargs)`.
+unsafe fn fast_count(
+    py: Python<'_>,
+    counter: &PyCounter,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+    regular: &PyOnceLock<Py<PyAny>>,
+) -> *mut ffi::PyObject {
     let result = if nargs == 1 && kwnames.is_null() {
-        // SAFETY: the descriptor checked that `slf` is an instance of the class it was made
-        // for, a subclass of `PyCounter` (`_fast_count` verifies); args[0] is borrowed.
-        let (counter, text) =
-            unsafe { (Borrowed::from_ptr(py, slf).cast_unchecked::<PyCounter>(), Borrowed::from_ptr(py, *args)) };
-        counter.get().count_text(py, &text).map(|n| match n.into_pyobject(py) {
+        // SAFETY: args[0] is a borrowed reference (see the callers)
+        let text = unsafe { Borrowed::from_ptr(py, *args) };
+        counter.count_text(py, &text).map(|n| match n.into_pyobject(py) {
             Ok(n) => n.into_any().unbind(),
             Err(never) => match never {},
         })
     } else {
-        // SAFETY: `nargs` positional arguments, then one per keyword name.
-        unsafe { count_slow(py, slf, args, nargs, kwnames) }
+        match regular.get(py) {
+            // SAFETY: see the callers
+            Some(regular) => unsafe { call_regular(py, regular.bind(py), slf, args, nargs, kwnames) },
+            None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
+        }
     };
     match result {
         Ok(obj) => obj.into_ptr(),
@@ -296,16 +334,15 @@ unsafe extern "C" fn count_fastcall(
     }
 }
 
-/// `_core.Counter.count(slf, *args, **kwargs)` for the calls `count_fastcall` leaves.
-unsafe fn count_slow(
+/// `regular(slf, *args, **kwargs)` from a vectorcall's arguments.
+unsafe fn call_regular(
     py: Python<'_>,
+    regular: &Bound<'_, PyAny>,
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<Py<PyAny>> {
-    static BASE_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let base = BASE_COUNT.get_or_try_init(py, || py.get_type::<PyCounter>().getattr("count").map(Bound::unbind))?;
     let names = if kwnames.is_null() {
         None
     } else {
@@ -322,20 +359,37 @@ unsafe fn count_slow(
             kwargs.set_item(name, value)?;
         }
     }
-    Ok(base.bind(py).call(PyTuple::new(py, positional)?, Some(&kwargs))?.unbind())
+    Ok(regular.call(PyTuple::new(py, positional)?, Some(&kwargs))?.unbind())
 }
 
-/// The method definition behind `count_fastcall` (CPython keeps a pointer to it).
+/// A method definition for CPython, which keeps a pointer to it.
 struct MethodDef(std::cell::UnsafeCell<ffi::PyMethodDef>);
 // SAFETY: never written after construction; CPython only reads it.
 unsafe impl Sync for MethodDef {}
+
+const COUNT_DOC: &std::ffi::CStr = c"count($self, text)\n--\n\nTokens of `text` (cached by content).";
 
 static COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"count".as_ptr(),
     ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: count_fastcall },
     ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"count($self, text)\n--\n\nTokens of `text` (cached by content).".as_ptr(),
+    ml_doc: COUNT_DOC.as_ptr(),
 }));
+
+static ENCODING_COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
+    ml_name: c"count".as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: encoding_count_fastcall },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: COUNT_DOC.as_ptr(),
+}));
+
+/// Define `count` on `cls` from `def` (a method descriptor of `cls` itself).
+fn install_count(cls: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<()> {
+    // SAFETY: a live type object and a definition that lives as long as the process.
+    let descr =
+        unsafe { Bound::from_owned_ptr_or_err(cls.py(), ffi::PyDescr_NewMethod(cls.as_type_ptr(), def.0.get()))? };
+    cls.setattr("count", descr)
+}
 
 /// Give `cls` (a Python subclass of `Counter`) its own `count`, defined on `cls`, so that
 /// CPython's specialised method call applies to its instances (see `count_fastcall`).
@@ -344,11 +398,7 @@ fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
     if !cls.is_subclass_of::<PyCounter>()? {
         return Err(PyTypeError::new_err(format!("{} is not a subclass of Counter", cls.name()?)));
     }
-    // SAFETY: a live type object and a definition that lives as long as the process.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(cls.py(), ffi::PyDescr_NewMethod(cls.as_type_ptr(), COUNT_DEF.0.get()))?
-    };
-    cls.setattr("count", descr)
+    install_count(cls, &COUNT_DEF)
 }
 
 /// `(entries, text bytes)` of the calling thread's front cache of short texts (for tests
@@ -451,8 +501,13 @@ fn python_nfc(text: &str) -> Option<String> {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tokenize::nfc::set_normalizer(python_nfc);
+    let py = m.py();
     m.add_class::<PyCounter>()?;
     m.add_class::<PyEncoding>()?;
+    COUNTER_COUNT.get_or_try_init(py, || py.get_type::<PyCounter>().getattr("count").map(Bound::unbind))?;
+    let encoding = py.get_type::<PyEncoding>();
+    ENCODING_COUNT.get_or_try_init(py, || encoding.getattr("count").map(Bound::unbind))?;
+    install_count(&encoding, &ENCODING_COUNT_DEF)?;
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_fast_count, m)?)?;
     m.add_function(wrap_pyfunction!(_front_cache_stats, m)?)?;
