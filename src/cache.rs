@@ -276,12 +276,24 @@ pub const FRONT_MAX_LEN: usize = 1024;
 /// Slots of a thread's front table (4 per set): room for the tens of thousands of short
 /// texts an agent re-counts, at 32 bytes a slot (1 MiB, touched only as it fills).
 pub const FRONT_SLOTS: usize = 1 << 15;
-/// Bytes of text a thread's front table holds at most; when full it starts over empty.
+/// Bytes of text a thread's front table holds at most by default; when full it starts over
+/// empty. [`set_front_bytes`] changes it (0 turns the front tables off).
 pub const FRONT_BYTES: usize = 2 << 20;
+
+static FRONT_BUDGET: AtomicUsize = AtomicUsize::new(FRONT_BYTES);
+
+/// The text bytes each thread's front table may hold from now on (0: none, texts go
+/// straight to the shared cache). A table already fuller starts over at its next insert.
+pub fn set_front_bytes(bytes: usize) {
+    FRONT_BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// Sentinel `max_bytes` of the per-thread tables: follow [`set_front_bytes`].
+const FOLLOW_BUDGET: usize = usize::MAX;
 const FRONT_WAYS: usize = 4;
 
 thread_local! {
-    static FRONT: RefCell<FrontTable> = const { RefCell::new(FrontTable::new(FRONT_SLOTS, FRONT_BYTES)) };
+    static FRONT: RefCell<FrontTable> = const { RefCell::new(FrontTable::new(FRONT_SLOTS, FOLLOW_BUDGET)) };
 }
 
 /// Entries and text bytes in the calling thread's front table.
@@ -360,13 +372,15 @@ impl FrontTable {
     /// Remember `count` for `text`. Texts that could never fit are not stored.
     pub fn insert(&mut self, hash: u64, stamp: u64, text: &str, count: u32) {
         let len = text.len();
-        if len == 0 || len > self.max_bytes || stamp == 0 {
+        let max_bytes =
+            if self.max_bytes == FOLLOW_BUDGET { FRONT_BUDGET.load(Ordering::Relaxed) } else { self.max_bytes };
+        if len == 0 || len > max_bytes || stamp == 0 {
             return;
         }
         if self.slots.is_empty() {
             self.slots = vec![Slot::default(); self.sets * FRONT_WAYS];
         }
-        if self.arena.len() + len > self.max_bytes {
+        if self.arena.len() + len > max_bytes {
             self.slots.fill(Slot::default());
             self.arena.clear();
         }
@@ -483,6 +497,22 @@ mod tests {
         }
         f.insert(1, 1, &"x".repeat(101), 5); // larger than the whole arena: not stored
         assert_eq!(f.get(1, 1, &"x".repeat(101)), None);
+    }
+
+    #[test]
+    fn front_budget_zero_keeps_nothing() {
+        // the thread-local table follows the process-wide budget; run on a fresh thread
+        std::thread::spawn(|| {
+            let mut f = FrontTable::new(16, FOLLOW_BUDGET);
+            set_front_bytes(0);
+            f.insert(1, 1, "abc", 3);
+            set_front_bytes(FRONT_BYTES);
+            assert_eq!((f.get(1, 1, "abc"), f.len(), f.bytes()), (None, 0, 0));
+            f.insert(1, 1, "abc", 3);
+            assert_eq!(f.get(1, 1, "abc"), Some(3));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -5,9 +5,13 @@ statistics still true; the method's arguments and errors as before."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -190,11 +194,8 @@ def test_many_threads_counting_the_same_texts_agree_and_stats_add_up() -> None:
                 if (n := c.count(texts[i])) != expected[i]:
                     errors.append(f"thread {seed}: {texts[i][:40]!r} {n} != {expected[i]}")
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(work, range(6)))
     assert not errors, errors[:5]
     info = c.cache_info()
     nonempty = sum(1 for t in texts if t)
@@ -257,3 +258,24 @@ def test_encoding_count_is_the_same_fast_method() -> None:
         enc.count()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument"):
         enc.count("a", limit=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("0", "(0, 0) 2 1"), ("64", "(1, 11) 2 1"), ("lots", "(1, 11) 2 1")]
+)
+def test_front_cache_bytes_from_the_environment(value: str, expected: str) -> None:
+    # 0 turns the front tables off (the shared cache still answers: one hit), 64 bytes still
+    # hold a short text; a bad value is ignored with a warning (the 2 MiB default stays).
+    code = (
+        "import windowfit as wf\n"
+        "from windowfit import _core\n"
+        "c = wf.Counter(encoding='cl100k_base', cache_entries=10)\n"
+        "n = [c.count('hello world') for _ in range(2)][-1]\n"
+        "print(_core._front_cache_stats(), n, c.cache_info()['hits'])\n"
+    )
+    env = {**os.environ, "WINDOWFIT_FRONT_CACHE_BYTES": value}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == expected
+    assert ("WINDOWFIT_FRONT_CACHE_BYTES" in out.stderr) == (value == "lots")

@@ -41,6 +41,7 @@ __all__ = [
     "_memo_stats",
     "_fast_count",
     "_front_cache_stats",
+    "_set_front_cache_bytes",
     "BudgetError",
     "InvalidMessageError",
     "MessageTypeError",
@@ -123,6 +124,7 @@ class Encoding:
 def get_encoding(name: str) -> Encoding: ...
 def _fast_count(cls: type[Counter]) -> None: ...
 def _front_cache_stats() -> tuple[int, int]: ...
+def _set_front_cache_bytes(n: int) -> None: ...
 
 @final
 class FitOutcome:

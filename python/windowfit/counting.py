@@ -292,6 +292,25 @@ class Counter(_core.Counter):
 _core._fast_count(Counter)
 
 
+def _front_cache_bytes() -> None:
+    """``WINDOWFIT_FRONT_CACHE_BYTES``: text bytes each thread's front cache of short texts
+    may hold (default 2 MiB; 0 turns it off, every count then asks the shared cache)."""
+    raw = os.environ.get("WINDOWFIT_FRONT_CACHE_BYTES", "").strip()
+    if not raw:
+        return
+    try:
+        n = int(raw)
+        if n < 0:
+            raise ValueError(raw)
+    except ValueError:
+        logger.warning("WINDOWFIT_FRONT_CACHE_BYTES=%r is not a byte count >= 0; ignored", raw)
+        return
+    _core._set_front_cache_bytes(n)
+
+
+_front_cache_bytes()
+
+
 _TS_TYPES = {
     "string": "string",
     "integer": "number",

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
+use pyo3::PyClass;
 
 use super::errors::guarded;
 use super::light;
@@ -266,34 +267,45 @@ impl PyCounter {
 /// object's type, were most of a warm count's cost: `_fast_count` installs this on
 /// `windowfit.Counter` itself, where CPython's specialised call path reaches it directly.
 /// Anything but one positional argument goes to the regular method (same errors).
-unsafe extern "C" fn count_fastcall(
+/// `Encoding.count` is the same, installed on the class by `register`.
+unsafe extern "C" fn count_fastcall<T: CountOwner>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
     // SAFETY: CPython calls methods with the thread attached; the descriptor checked that
-    // `slf` is an instance of the class it was made for, a subclass of `PyCounter`
-    // (`_fast_count` verifies); `args` holds `nargs` arguments and one per keyword name.
+    // `slf` is an instance of the class it was made for, a `T` (`_fast_count` verifies for
+    // `Counter`'s subclasses; `Encoding` is final); `args` holds `nargs` arguments and one
+    // per keyword name.
     unsafe {
         let py = Python::assume_attached();
-        let counter = Borrowed::from_ptr(py, slf).cast_unchecked::<PyCounter>();
-        fast_count(py, counter.get(), slf, args, nargs, kwnames, &COUNTER_COUNT)
+        let owner = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
+        fast_count(py, owner.get().counter(), slf, args, nargs, kwnames, T::regular())
     }
 }
 
-/// `Encoding.count`, the same way (installed on the class by `register`).
-unsafe extern "C" fn encoding_count_fastcall(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: as in `count_fastcall`; `Encoding` is final, so `slf` is a `PyEncoding`.
-    unsafe {
-        let py = Python::assume_attached();
-        let encoding = Borrowed::from_ptr(py, slf).cast_unchecked::<PyEncoding>();
-        fast_count(py, encoding.get().counter.get(), slf, args, nargs, kwnames, &ENCODING_COUNT)
+/// The classes with a fast `count`: the counter they count with, and their regular method.
+trait CountOwner: PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
+    fn counter(&self) -> &PyCounter;
+    fn regular() -> &'static PyOnceLock<Py<PyAny>>;
+}
+
+impl CountOwner for PyCounter {
+    fn counter(&self) -> &PyCounter {
+        self
+    }
+    fn regular() -> &'static PyOnceLock<Py<PyAny>> {
+        &COUNTER_COUNT
+    }
+}
+
+impl CountOwner for PyEncoding {
+    fn counter(&self) -> &PyCounter {
+        self.counter.get()
+    }
+    fn regular() -> &'static PyOnceLock<Py<PyAny>> {
+        &ENCODING_COUNT
     }
 }
 
@@ -367,21 +379,17 @@ struct MethodDef(std::cell::UnsafeCell<ffi::PyMethodDef>);
 // SAFETY: never written after construction; CPython only reads it.
 unsafe impl Sync for MethodDef {}
 
-const COUNT_DOC: &std::ffi::CStr = c"count($self, text)\n--\n\nTokens of `text` (cached by content).";
+const fn count_def<T: CountOwner>() -> MethodDef {
+    MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
+        ml_name: c"count".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: count_fastcall::<T> },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"count($self, text)\n--\n\nTokens of `text` (cached by content).".as_ptr(),
+    }))
+}
 
-static COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
-    ml_name: c"count".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: count_fastcall },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: COUNT_DOC.as_ptr(),
-}));
-
-static ENCODING_COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
-    ml_name: c"count".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: encoding_count_fastcall },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: COUNT_DOC.as_ptr(),
-}));
+static COUNT_DEF: MethodDef = count_def::<PyCounter>();
+static ENCODING_COUNT_DEF: MethodDef = count_def::<PyEncoding>();
 
 /// Define `count` on `cls` from `def` (a method descriptor of `cls` itself).
 fn install_count(cls: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<()> {
@@ -406,6 +414,13 @@ fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
 #[pyfunction]
 fn _front_cache_stats() -> (usize, usize) {
     crate::cache::front_stats()
+}
+
+/// Text bytes each thread's front cache may hold (0 turns it off); `windowfit` sets it from
+/// `WINDOWFIT_FRONT_CACHE_BYTES`.
+#[pyfunction]
+fn _set_front_cache_bytes(n: usize) {
+    crate::cache::set_front_bytes(n)
 }
 
 /// A tiktoken-shaped view of an embedded encoding: `encode`, `decode`, `count`.
@@ -511,5 +526,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_fast_count, m)?)?;
     m.add_function(wrap_pyfunction!(_front_cache_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_front_cache_bytes, m)?)?;
     Ok(())
 }
