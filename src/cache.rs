@@ -385,8 +385,10 @@ impl FrontTable {
             self.arena.clear();
         }
         let set = self.set(hash);
-        // An empty way, else each in turn (a text is inserted only after `get` missed it).
-        let way = match self.slots[set..set + FRONT_WAYS].iter().position(|s| s.stamp == 0) {
+        // An empty way, else one of another cache (or of this one before a clear), else each
+        // in turn (a text is inserted only after `get` missed it).
+        let ways = &self.slots[set..set + FRONT_WAYS];
+        let way = match ways.iter().position(|s| s.stamp == 0).or_else(|| ways.iter().position(|s| s.stamp != stamp)) {
             Some(way) => way,
             None => {
                 self.victim = (self.victim + 1) % FRONT_WAYS;
@@ -513,6 +515,18 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn front_table_replaces_other_caches_entries_first() {
+        let mut f = FrontTable::new(4, 1 << 16);
+        f.insert(5, 1, "old", 1); // a stale stamp (a cleared cache)
+        for (i, t) in ["a", "b", "c"].iter().enumerate() {
+            f.insert(5, 2, t, i as u32);
+        }
+        f.insert(5, 2, "d", 3); // the set is full: the stale entry goes, not a live one
+        assert_eq!(["a", "b", "c", "d"].map(|t| f.get(5, 2, t)), [Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(f.get(5, 1, "old"), None);
     }
 
     #[test]
