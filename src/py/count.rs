@@ -51,8 +51,8 @@ fn source_of(
 pub struct PyCounter {
     pub(crate) inner: Arc<Counter>,
     /// The model name `windowfit.Counter(model=...)` was made for. Held here rather than in
-    /// an instance `__dict__` of the Python subclass: without a dict, CPython specialises
-    /// the `counter.count(t)` lookup, a noticeable share of a warm call.
+    /// an instance `__dict__` of the Python subclass, which has none (`__slots__`): a counter
+    /// carries no per-instance dict for a method lookup to look past.
     model: Option<String>,
 }
 
@@ -323,20 +323,23 @@ unsafe fn fast_count(
     kwnames: *mut ffi::PyObject,
     regular: &PyOnceLock<Py<PyAny>>,
 ) -> *mut ffi::PyObject {
-    let result = if nargs == 1 && kwnames.is_null() {
-        // SAFETY: args[0] is a borrowed reference (see the callers)
-        let text = unsafe { Borrowed::from_ptr(py, *args) };
-        counter.count_text(py, &text).map(|n| match n.into_pyobject(py) {
-            Ok(n) => n.into_any().unbind(),
-            Err(never) => match never {},
-        })
-    } else {
-        match regular.get(py) {
-            // SAFETY: see the callers
-            Some(regular) => unsafe { call_regular(py, regular.bind(py), slf, args, nargs, kwnames) },
-            None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
+    // No panic may unwind out of a C callback: the whole body is guarded, not just the count.
+    let result = guarded("count", || {
+        if nargs == 1 && kwnames.is_null() {
+            // SAFETY: args[0] is a borrowed reference (see the callers)
+            let text = unsafe { Borrowed::from_ptr(py, *args) };
+            counter.count_text(py, &text).map(|n| match n.into_pyobject(py) {
+                Ok(n) => n.into_any().unbind(),
+                Err(never) => match never {},
+            })
+        } else {
+            match regular.get(py) {
+                // SAFETY: see the callers
+                Some(regular) => unsafe { call_regular(py, regular.bind(py), slf, args, nargs, kwnames) },
+                None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
+            }
         }
-    };
+    });
     match result {
         Ok(obj) => obj.into_ptr(),
         Err(e) => {
