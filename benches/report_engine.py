@@ -2,6 +2,7 @@
 
     make bench-counting                      # release build, then this script
     .venv/bin/python benches/report_engine.py --runs 5 --truncate-mb 10 100
+    .venv/bin/python benches/report_engine.py --warm-only --runs 20   # the warm rows alone
 
 Corpora, built from what is installed (nothing downloaded):
   * English prose: the paragraphs of Python's own documentation (``pydoc_data.topics``);
@@ -194,16 +195,55 @@ def counting_tables(runs: int) -> str:
                 mb = sum(len(t.encode()) for t in texts) / 1e6
                 expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
                 rows, notes = timed(peers, texts, expected, runs)
-                warm = wf.Counter(encoding=name, cache_entries=2_000_000)
-                warm.count_many(texts)
-                tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
-                assert got == expected
-                rows.append(("windowfit", "warm (text cache hits)", tw))
-                tw, got = best(lambda w=warm, ts=texts: w.count_many(ts), runs)
-                assert got == expected
-                rows.append(("windowfit", "warm batch (cache hits)", tw))
+                rows += warm_rows(name, texts, expected, runs)
                 lines += table(name, label, texts, mb, rows, notes, runs)
     return "\n".join(lines)
+
+
+def warm_rows(
+    name: str, texts: list[str], expected: list[int], runs: int
+) -> list[tuple[str, str, float | None]]:
+    """windowfit with every text already in its cache: one text per call (``count(t)`` in a
+    Python loop, mostly the cost of a call from Python) and in one batch (``count_many``)."""
+    warm = wf.Counter(encoding=name, cache_entries=2_000_000)
+    warm.count_many(texts)
+    tw, got = best(lambda w=warm, ts=texts: [w.count(t) for t in ts], runs)
+    assert got == expected
+    tb, got = best(lambda w=warm, ts=texts: w.count_many(ts), runs)
+    assert got == expected
+    return [
+        ("windowfit", "warm (text cache hits)", tw),
+        ("windowfit", "warm batch (cache hits)", tb),
+    ]
+
+
+def warm_table(runs: int) -> str:
+    """Only the warm rows, against tiktoken ``encode_ordinary`` per text in the same run
+    (``--warm-only``): the per-call target, without the peers' and cold rows' minutes."""
+    out = [
+        f"Warm counting vs tiktoken (one text per call), best of {runs} runs each; "
+        f"load average {os.getloadavg()[0]:.2f} at the start.",
+        "",
+        "| encoding | corpus | tiktoken single | windowfit warm | ratio | warm batch | ratio |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in ENCODINGS:
+        ref = tiktoken_cl100k() if name == "cl100k_base" else tiktoken_o200k()
+        for label, build in CORPORA.items():
+            texts = build()
+            expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
+            tt, got = best(
+                lambda ts=texts, enc=ref.encode_ordinary: [len(enc(t)) for t in ts], runs
+            )
+            assert got == expected
+            (_, _, tw), (_, _, tb) = warm_rows(name, texts, expected, runs)
+            assert tw is not None and tb is not None
+            out.append(
+                f"| {name} | {label} | {tt * 1e3:,.1f} ms | {tw * 1e3:,.2f} ms | {tt / tw:,.0f}x "
+                f"| {tb * 1e3:,.2f} ms | {tt / tb:,.0f}x |"
+            )
+    out.append(f"\nload average {os.getloadavg()[0]:.2f} at the end.")
+    return "\n".join(out)
 
 
 def deepseek_tables(runs: int, limit: int = 250_000) -> str:
@@ -357,7 +397,13 @@ def main() -> None:
     ap.add_argument("--truncate-mb", type=int, nargs="*", default=[10, 100])
     ap.add_argument("--skip-counting", action="store_true")
     ap.add_argument("--skip-deepseek", action="store_true")
+    ap.add_argument(
+        "--warm-only", action="store_true", help="only the warm rows, with tiktoken's single"
+    )
     args = ap.parse_args()
+    if args.warm_only:
+        print(warm_table(args.runs))
+        return
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}; batch calls use every core.\n"

@@ -3,8 +3,16 @@
 //! Only the hash and the count are stored, never the text, so a cached 1 MB tool output costs
 //! the same few dozen bytes as a cached "ok". xxh3-128 makes accidental collisions
 //! negligible (~2^-64 at billions of entries) and hashes at memory speed.
+//!
+//! In front of it, each thread keeps a small table of the short texts it counted last
+//! ([`FrontTable`]), found by a hash the caller already has (Python caches every `str`'s hash
+//! in the object) and confirmed by comparing the stored bytes. A warm count of a tiny text
+//! then costs neither the xxh3 pass nor the shared map's lock, and exactness never depends
+//! on a hash.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -64,6 +72,33 @@ pub struct CountCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Names this cache's current contents in the per-thread front tables: unique among
+    /// caches, and renewed by `clear`, so an entry made before a clear (or for another
+    /// cache) never matches again.
+    stamp: AtomicU64,
+    /// Hits answered by the front tables, a counter per thread (the first [`HIT_SHARDS`]
+    /// threads that count; later ones add to `hits`): a thread bumps its own with a plain
+    /// load and store, no locked instruction, no cache line another core writes. Never
+    /// reset, since their owners may be counting; `clear` records a baseline instead.
+    front_hits: Box<[HitShard]>,
+    front_base: Mutex<Vec<u64>>,
+}
+
+/// Threads with a hit counter of their own in each cache.
+pub const HIT_SHARDS: usize = 32;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct HitShard(AtomicU64);
+
+/// Per-thread hit counters handed out so far (see `CountCache::front_hits`).
+static SHARDS_GIVEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Stamps handed out so far (0 is never one: it marks an empty front slot).
+static STAMPS: AtomicU64 = AtomicU64::new(1);
+
+fn new_stamp() -> u64 {
+    STAMPS.fetch_add(1, Ordering::Relaxed)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +122,9 @@ impl CountCache {
             capacity: entries,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            stamp: AtomicU64::new(new_stamp()),
+            front_hits: (0..HIT_SHARDS).map(|_| HitShard::default()).collect(),
+            front_base: Mutex::new(vec![0; HIT_SHARDS]),
         }
     }
 
@@ -173,8 +211,10 @@ impl CountCache {
     }
 
     pub fn info(&self) -> CacheInfo {
+        let base = self.front_base.lock().unwrap_or_else(|p| p.into_inner());
+        let front: u64 = self.front_hits.iter().zip(base.iter()).map(|(h, b)| h.0.load(Ordering::Relaxed) - b).sum();
         CacheInfo {
-            hits: self.hits.load(Ordering::Relaxed),
+            hits: self.hits.load(Ordering::Relaxed) + front,
             misses: self.misses.load(Ordering::Relaxed),
             size: self.map.as_ref().map_or(0, |m| m.len()),
             capacity: self.capacity,
@@ -182,14 +222,196 @@ impl CountCache {
     }
 
     pub fn clear(&self) {
+        // First, so a count racing with the clear can only store under the old stamp.
+        self.stamp.store(new_stamp(), Ordering::Release);
         if let Some(map) = &self.map {
             map.clear();
         }
         if let Some(floors) = &self.floors {
             floors.clear();
         }
+        let mut base = self.front_base.lock().unwrap_or_else(|p| p.into_inner());
+        for (b, h) in base.iter_mut().zip(self.front_hits.iter()) {
+            *b = h.0.load(Ordering::Relaxed);
+        }
         self.hits.store(0, Ordering::Relaxed);
         self.misses.store(0, Ordering::Relaxed);
+    }
+
+    /// The cached count of `text`, whose caller-side hash is `hash`: this thread's front
+    /// table first (short texts only), then the shared map. A shared hit, or the count that
+    /// `compute` gives on a miss, is remembered in the front table. Hits and misses are
+    /// counted once, whichever level answered.
+    #[inline]
+    pub fn get_or_insert_hashed(&self, text: &str, hash: u64, compute: impl FnOnce() -> usize) -> usize {
+        if self.map.is_none() || text.len() > FRONT_MAX_LEN {
+            return self.get_or_insert_with(text_key(text), compute);
+        }
+        let stamp = self.stamp.load(Ordering::Acquire);
+        let (found, shard) = FRONT.with(|f| {
+            let mut f = f.borrow_mut();
+            (f.get(hash, stamp, text), f.shard())
+        });
+        if let Some(n) = found {
+            match self.front_hits.get(shard) {
+                // only this thread writes its shard: no read-modify-write needed
+                Some(own) => own.0.store(own.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+                None => {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return n as usize;
+        }
+        let n = self.get_or_insert_with(text_key(text), compute);
+        if let Ok(v) = u32::try_from(n) {
+            FRONT.with(|f| f.borrow_mut().insert(hash, stamp, text, v));
+        }
+        n
+    }
+}
+
+/// Texts longer than this skip the front table: hashing them is no longer small beside the
+/// call, and each would take a large share of the table's bytes.
+pub const FRONT_MAX_LEN: usize = 1024;
+/// Slots of a thread's front table (4 per set): room for the tens of thousands of short
+/// texts an agent re-counts, at 32 bytes a slot (1 MiB, touched only as it fills).
+pub const FRONT_SLOTS: usize = 1 << 15;
+/// Bytes of text a thread's front table holds at most by default; when full it starts over
+/// empty. [`set_front_bytes`] changes it (0 turns the front tables off).
+pub const FRONT_BYTES: usize = 2 << 20;
+
+static FRONT_BUDGET: AtomicUsize = AtomicUsize::new(FRONT_BYTES);
+
+/// The text bytes each thread's front table may hold from now on (0: none, texts go
+/// straight to the shared cache). A table already fuller starts over at its next insert.
+pub fn set_front_bytes(bytes: usize) {
+    FRONT_BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// Sentinel `max_bytes` of the per-thread tables: follow [`set_front_bytes`].
+const FOLLOW_BUDGET: usize = usize::MAX;
+const FRONT_WAYS: usize = 4;
+
+thread_local! {
+    static FRONT: RefCell<FrontTable> = const { RefCell::new(FrontTable::new(FRONT_SLOTS, FOLLOW_BUDGET)) };
+}
+
+/// Entries and text bytes in the calling thread's front table.
+pub fn front_stats() -> (usize, usize) {
+    FRONT.with(|f| {
+        let f = f.borrow();
+        (f.len(), f.bytes())
+    })
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    hash: u64,
+    /// The owning cache's stamp when stored; 0 for an empty slot.
+    stamp: u64,
+    start: u32,
+    len: u32,
+    count: u32,
+}
+
+/// A set-associative table of (hash, cache stamp, text) -> count, with the texts' bytes in
+/// one arena. Replaced entries leave their bytes behind until the arena is full; then the
+/// whole table starts over, so its memory never passes `slots * 32 + bytes`.
+pub struct FrontTable {
+    slots: Vec<Slot>,
+    arena: Vec<u8>,
+    sets: usize,
+    max_bytes: usize,
+    /// Rotates the way replaced in a full set.
+    victim: usize,
+    /// This thread's hit counter index in every cache (`usize::MAX` until first asked).
+    shard: usize,
+}
+
+impl FrontTable {
+    /// A table of `slots` slots (rounded up to a power of two, at least one set) and at most
+    /// `max_bytes` bytes of text; nothing is allocated before the first insert.
+    pub const fn new(slots: usize, max_bytes: usize) -> Self {
+        let sets = (slots / FRONT_WAYS).next_power_of_two();
+        Self { slots: Vec::new(), arena: Vec::new(), sets, max_bytes, victim: 0, shard: usize::MAX }
+    }
+
+    /// The owning thread's hit counter index, unique to it for the life of the process.
+    #[inline]
+    fn shard(&mut self) -> usize {
+        if self.shard == usize::MAX {
+            self.shard = SHARDS_GIVEN.fetch_add(1, Ordering::Relaxed).min(usize::MAX - 1);
+        }
+        self.shard
+    }
+
+    #[inline]
+    fn set(&self, hash: u64) -> usize {
+        (hash as usize & (self.sets - 1)) * FRONT_WAYS
+    }
+
+    /// The count stored for `text` under `hash` and `stamp`: all three must match, the text
+    /// byte for byte.
+    #[inline]
+    pub fn get(&self, hash: u64, stamp: u64, text: &str) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let set = self.set(hash);
+        self.slots[set..set + FRONT_WAYS]
+            .iter()
+            .find(|s| {
+                s.hash == hash
+                    && s.stamp == stamp
+                    && s.len as usize == text.len()
+                    && &self.arena[s.start as usize..(s.start + s.len) as usize] == text.as_bytes()
+            })
+            .map(|s| s.count)
+    }
+
+    /// Remember `count` for `text`. Texts that could never fit are not stored.
+    pub fn insert(&mut self, hash: u64, stamp: u64, text: &str, count: u32) {
+        let len = text.len();
+        let max_bytes =
+            if self.max_bytes == FOLLOW_BUDGET { FRONT_BUDGET.load(Ordering::Relaxed) } else { self.max_bytes };
+        if len == 0 || len > max_bytes || stamp == 0 {
+            return;
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); self.sets * FRONT_WAYS];
+        }
+        if self.arena.len() + len > max_bytes {
+            self.slots.fill(Slot::default());
+            self.arena.clear();
+        }
+        let set = self.set(hash);
+        // An empty way, else one of another cache (or of this one before a clear), else each
+        // in turn (a text is inserted only after `get` missed it).
+        let ways = &self.slots[set..set + FRONT_WAYS];
+        let way = match ways.iter().position(|s| s.stamp == 0).or_else(|| ways.iter().position(|s| s.stamp != stamp)) {
+            Some(way) => way,
+            None => {
+                self.victim = (self.victim + 1) % FRONT_WAYS;
+                self.victim
+            }
+        };
+        let start = self.arena.len();
+        self.arena.extend_from_slice(text.as_bytes());
+        self.slots[set + way] = Slot { hash, stamp, start: start as u32, len: len as u32, count };
+    }
+
+    /// Entries stored (any stamp).
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.stamp != 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of text held in the arena.
+    pub fn bytes(&self) -> usize {
+        self.arena.len()
     }
 }
 
@@ -244,6 +466,144 @@ mod tests {
         let cache = CountCache::new(0);
         assert_eq!(cache.get_or_insert_with(1, || 5), 5);
         assert_eq!(cache.info().size, 0);
+    }
+
+    #[test]
+    fn front_table_confirms_bytes_not_just_the_hash() {
+        let mut f = FrontTable::new(64, 1 << 10);
+        f.insert(7, 1, "alpha", 3);
+        assert_eq!(f.get(7, 1, "alpha"), Some(3));
+        // same hash, same length, other bytes: a colliding text is not taken for another
+        assert_eq!(f.get(7, 1, "alpho"), None);
+        assert_eq!(f.get(7, 1, "alph"), None);
+        f.insert(7, 1, "alpho", 9);
+        assert_eq!((f.get(7, 1, "alpha"), f.get(7, 1, "alpho")), (Some(3), Some(9)));
+        // another cache (or the same one after a clear) has another stamp
+        assert_eq!(f.get(7, 2, "alpha"), None);
+    }
+
+    #[test]
+    fn front_table_is_bounded_by_slots_and_bytes() {
+        let mut f = FrontTable::new(16, 100);
+        for i in 0..10_000u64 {
+            let t = format!("text {i}");
+            f.insert(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1, &t, i as u32);
+            assert!(f.bytes() <= 100 && f.len() <= 16, "{} bytes, {} entries", f.bytes(), f.len());
+        }
+        // what it still holds is right
+        for i in 0..10_000u64 {
+            let t = format!("text {i}");
+            if let Some(n) = f.get(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1, &t) {
+                assert_eq!(n, i as u32);
+            }
+        }
+        f.insert(1, 1, &"x".repeat(101), 5); // larger than the whole arena: not stored
+        assert_eq!(f.get(1, 1, &"x".repeat(101)), None);
+    }
+
+    #[test]
+    fn front_budget_zero_keeps_nothing() {
+        // the thread-local table follows the process-wide budget; run on a fresh thread
+        std::thread::spawn(|| {
+            let mut f = FrontTable::new(16, FOLLOW_BUDGET);
+            set_front_bytes(0);
+            f.insert(1, 1, "abc", 3);
+            set_front_bytes(FRONT_BYTES);
+            assert_eq!((f.get(1, 1, "abc"), f.len(), f.bytes()), (None, 0, 0));
+            f.insert(1, 1, "abc", 3);
+            assert_eq!(f.get(1, 1, "abc"), Some(3));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn front_table_replaces_other_caches_entries_first() {
+        let mut f = FrontTable::new(4, 1 << 16);
+        f.insert(5, 1, "old", 1); // a stale stamp (a cleared cache)
+        for (i, t) in ["a", "b", "c"].iter().enumerate() {
+            f.insert(5, 2, t, i as u32);
+        }
+        f.insert(5, 2, "d", 3); // the set is full: the stale entry goes, not a live one
+        assert_eq!(["a", "b", "c", "d"].map(|t| f.get(5, 2, t)), [Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(f.get(5, 1, "old"), None);
+    }
+
+    #[test]
+    fn front_table_evicts_within_a_full_set() {
+        // every text in one set of 4 ways: the fifth replaces one, none is ever wrong
+        let mut f = FrontTable::new(4, 1 << 16);
+        let texts: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
+        for (i, t) in texts.iter().enumerate() {
+            f.insert(42, 1, t, i as u32);
+            assert_eq!(f.get(42, 1, t), Some(i as u32));
+        }
+        assert_eq!(f.len(), 4);
+        let found = texts.iter().enumerate().filter(|(i, t)| f.get(42, 1, t) == Some(*i as u32)).count();
+        assert_eq!(found, 4);
+    }
+
+    #[test]
+    fn hashed_lookups_agree_with_the_shared_cache_and_count_stats() {
+        let cache = CountCache::new(100);
+        let mut calls = 0;
+        for _ in 0..3 {
+            let n = cache.get_or_insert_hashed("hello", 11, || {
+                calls += 1;
+                5
+            });
+            assert_eq!(n, 5);
+        }
+        assert_eq!(calls, 1);
+        let info = cache.info();
+        assert_eq!((info.hits, info.misses, info.size), (2, 1, 1));
+        // a colliding caller hash for another text: counted, never confused
+        assert_eq!(cache.get_or_insert_hashed("world", 11, || 8), 8);
+        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 99), 5);
+        // after a clear the front entry is stale: the text is counted again
+        cache.clear();
+        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 6), 6);
+        assert_eq!((cache.info().hits, cache.info().misses), (0, 1));
+        // disabled: no front entry either
+        let off = CountCache::new(0);
+        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
+        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
+        assert_eq!((off.info().hits, off.info().misses), (0, 2));
+    }
+
+    #[test]
+    fn front_hits_from_many_threads_add_up_and_clear() {
+        // more threads than hit shards: the later ones count through the shared counter
+        let cache = Arc::new(CountCache::new(1000));
+        let run = |cache: &Arc<CountCache>, threads: usize| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let cache = Arc::clone(cache);
+                    std::thread::spawn(move || {
+                        for i in 0..100u64 {
+                            let text = format!("text {}", i % 10);
+                            assert_eq!(
+                                cache.get_or_insert_hashed(&text, i % 10, || (i % 10) as usize),
+                                (i % 10) as usize,
+                                "thread {t}"
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        };
+        run(&cache, HIT_SHARDS + 8);
+        let info = cache.info();
+        assert_eq!(info.hits + info.misses, (HIT_SHARDS as u64 + 8) * 100);
+        assert!(info.misses >= 10 && info.hits >= (HIT_SHARDS as u64 + 8) * 90 - 10, "{info:?}");
+        cache.clear();
+        assert_eq!((cache.info().hits, cache.info().misses), (0, 0));
+        run(&cache, 3);
+        let info = cache.info();
+        assert_eq!(info.hits + info.misses, 300);
     }
 
     #[test]

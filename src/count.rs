@@ -164,6 +164,9 @@ impl KeyBuilder {
 
 pub struct Counter {
     backend: Arc<dyn Backend>,
+    /// `backend.is_exact()`, read on every count: kept here rather than asked of the backend
+    /// through its vtable each time.
+    exact: bool,
     cache: Arc<CountCache>,
     format: MessageFormat,
     /// Multiplier applied to estimates (learned from providers' reported usage), as f64 bits.
@@ -180,7 +183,8 @@ pub const UNTIL_MIN_BYTES: usize = 1 << 20;
 
 impl Counter {
     pub fn new(backend: Arc<dyn Backend>, cache: Arc<CountCache>, format: MessageFormat) -> Self {
-        Self { backend, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
+        let exact = backend.is_exact();
+        Self { backend, exact, cache, format, calibration: AtomicU64::new(1.0f64.to_bits()) }
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
@@ -192,7 +196,7 @@ impl Counter {
     }
 
     pub fn is_exact(&self) -> bool {
-        self.backend.is_exact()
+        self.exact
     }
 
     pub fn cache_info(&self) -> CacheInfo {
@@ -277,7 +281,7 @@ impl Counter {
 
     #[inline]
     fn scaled(&self, raw: usize) -> usize {
-        if self.backend.is_exact() {
+        if self.exact {
             return raw;
         }
         let f = self.calibration();
@@ -294,6 +298,16 @@ impl Counter {
             return 0;
         }
         self.cache.get_or_insert_with(text_key(text), || self.backend.count(text))
+    }
+
+    /// [`Self::count`] for a caller that already holds a hash of `text` (any hash: the
+    /// front cache confirms the bytes), so a warm short text skips hashing it again.
+    #[inline]
+    pub fn count_hashed(&self, text: &str, hash: u64) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        self.scaled(self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text)))
     }
 
     /// Tokens of `text`, cached by content.
@@ -486,6 +500,35 @@ mod tests {
         named.name = Some("example_user".into());
         assert_eq!(c.count_message(&named), 3 + 1 + 1 + c.count("example_user") + 1);
         assert_eq!(c.count_messages(&[m.clone(), named.clone()]), c.count_message(&m) + c.count_message(&named) + 3);
+    }
+
+    #[test]
+    fn count_hashed_agrees_with_the_backend_whatever_the_hash() {
+        // every text under one hash (all in one front set): each still gets its own count,
+        // warm or cold, on this thread and on others sharing the counter
+        let c = Arc::new(counter());
+        let texts: Vec<String> =
+            (0..300).map(|i| format!("mot {i} — 文 {}", "ab".repeat(i % 40))).chain(["x".repeat(2000)]).collect();
+        let expect: Vec<usize> = texts.iter().map(|t| c.backend().count(t)).collect();
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (c, texts, expect) = (Arc::clone(&c), texts.clone(), expect.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..3 {
+                        for (t, n) in texts.iter().zip(&expect) {
+                            assert_eq!(c.count_hashed(t, 0), *n, "{t:?}");
+                            assert_eq!(c.count_hashed(t, t.len() as u64), *n, "{t:?}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        c.clear_cache();
+        assert_eq!(c.count_hashed(&texts[5], 0), expect[5]);
+        assert_eq!(c.count_hashed("", 0), 0);
     }
 
     #[test]

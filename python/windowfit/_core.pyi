@@ -39,6 +39,9 @@ __all__ = [
     "DEFAULT_DIRECTION",
     "_message_keys",
     "_memo_stats",
+    "_fast_count",
+    "_front_cache_stats",
+    "_set_front_cache_bytes",
     "BudgetError",
     "InvalidMessageError",
     "MessageTypeError",
@@ -71,7 +74,10 @@ class Counter:
         tokens_per_name: int = 1,
         tokens_per_tool_call: int = 3,
         reply_priming: int = 3,
+        model: str | None = None,
     ) -> Self: ...
+    @property
+    def model(self) -> str | None: ...
     @property
     def encoding_name(self) -> str: ...
     @property
@@ -116,6 +122,9 @@ class Encoding:
     def count_until(self, text: str, limit: int) -> int | None: ...
 
 def get_encoding(name: str) -> Encoding: ...
+def _fast_count(cls: type[Counter]) -> None: ...
+def _front_cache_stats() -> tuple[int, int]: ...
+def _set_front_cache_bytes(n: int) -> None: ...
 
 @final
 class FitOutcome:

@@ -167,7 +167,9 @@ class Counter(_core.Counter):
     an entry).
     """
 
-    model: str | None
+    # No instance __dict__ (``model`` is kept by the core): nothing per instance to look
+    # past when CPython finds ``counter.count``.
+    __slots__ = ("__weakref__",)
 
     def __new__(
         cls,
@@ -206,11 +208,16 @@ class Counter(_core.Counter):
             cache_bytes = count_arg("cache_bytes", cache_bytes)
         kind = spec.pop("kind")
         source = spec.pop("source", None)
-        self = super().__new__(
-            cls, kind, source, cache_entries=cache_entries, cache_bytes=cache_bytes, **spec, **fmt
+        return super().__new__(
+            cls,
+            kind,
+            source,
+            cache_entries=cache_entries,
+            cache_bytes=cache_bytes,
+            model=model,
+            **spec,
+            **fmt,
         )
-        self.model = model
-        return self
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # arguments are consumed by __new__
         pass
@@ -277,6 +284,31 @@ class Counter(_core.Counter):
         raise TypeError(
             "Counter objects hold native state and cannot be pickled; create one per process"
         )
+
+
+# ``count`` defined on this class itself (the core's method, called without generic argument
+# parsing): CPython's specialised call reaches a method directly only when it is defined on
+# the object's own type, and a warm count of a tiny text is mostly the cost of that call.
+_core._fast_count(Counter)
+
+
+def _front_cache_bytes() -> None:
+    """``WINDOWFIT_FRONT_CACHE_BYTES``: text bytes each thread's front cache of short texts
+    may hold (default 2 MiB; 0 turns it off, every count then asks the shared cache)."""
+    raw = os.environ.get("WINDOWFIT_FRONT_CACHE_BYTES", "").strip()
+    if not raw:
+        return
+    try:
+        n = int(raw)
+        if n < 0:
+            raise ValueError(raw)
+    except ValueError:
+        logger.warning("WINDOWFIT_FRONT_CACHE_BYTES=%r is not a byte count >= 0; ignored", raw)
+        return
+    _core._set_front_cache_bytes(n)
+
+
+_front_cache_bytes()
 
 
 _TS_TYPES = {
