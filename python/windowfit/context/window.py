@@ -7,13 +7,14 @@ A cut uses fit's unit logic, so it never separates a tool call from its results.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Mapping
 from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
 from windowfit.context.budget import Budget
 from windowfit.context.masking import advance_mask, maskable, masked, tool_name
-from windowfit.context.plan import Fitted, Plan, View
+from windowfit.context.plan import Fitted, MaskedPrefix, Plan, View
 from windowfit.context.state import StateKeeper
 from windowfit.fitting import fit
 from windowfit.messages import SYSTEM_ROLES
@@ -28,6 +29,7 @@ Message = Mapping[str, Any]
 
 _TRUNCATION_CACHE_SIZE = 512  # cut outputs remembered per cap
 _TRUNCATORS = 4  # caps remembered
+_MASKED_PREFIXES = 8  # conversations whose masked window prefix is remembered
 
 
 class Windows(StateKeeper):
@@ -131,34 +133,53 @@ class Windows(StateKeeper):
         return found
 
     def _window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
-        """``msgs[lo:]`` with oversized tool outputs truncated (new dicts, inputs untouched)."""
+        """``msgs[lo:]`` with oversized tool outputs truncated and, below the mask boundary,
+        old ones masked (new dicts, inputs untouched); how many were edited, the tokens saved."""
         msgs = plan.msgs
         cap = self._tool_cap(plan.budget)
-        if cap > 0 and (plan.trunc_from < 0 or lo < plan.trunc_from):
+        if cap <= 0:
+            return msgs[lo:], 0, 0
+        until = self._mask_until(plan)
+        top = max(lo, until)
+        if plan.trunc_from < 0 or top < plan.trunc_from:
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
             whole = self._recent_tool_outputs(msgs)
             # a recent output is cut only when it alone is over the low-water mark (a window
             # just cut must still hold it; the final fit would otherwise drop its whole round)
             whole_cap = max(cap, plan.budget.low_water)
-            mask_until = self._mask_until(plan)
-            for i in range(max(lo, mask_until), hi):
-                m = msgs[i]
-                if m.get("role") == "tool":
+            for i in range(top, hi):
+                if msgs[i].get("role") == "tool":
                     cut = self._truncated(msgs, i, whole_cap if i in whole else cap)
                     if cut is not None:
                         plan.trunc[i] = cut[:2]
-            if lo < mask_until:
-                self._mask_rows(plan, lo, min(hi, mask_until), cap)
-            plan.trunc_from = lo
-        window = msgs[lo:]
+            plan.trunc_from = top
         count = saved = 0
+        if lo < until:
+            p = self._masked_prefix(plan, lo, until, cap)
+            k = lo - p.base
+            window = p.sent[k:]
+            window += msgs[until:]
+            count = p.edited_before[-1] - p.edited_before[k]
+            saved = p.saved_before[-1] - p.saved_before[k]
+        else:
+            window = msgs[lo:]
         for i, (m, tokens) in plan.trunc.items():
             if i >= lo:
                 window[i - lo] = m
                 count += 1
                 saved += tokens
         return window, count, saved
+
+    def _sent_at(self, plan: Plan, i: int) -> Any:
+        """What this call's windows send for ``msgs[i]``: its cut or masked copy, or itself."""
+        row = plan.trunc.get(i)
+        if row is not None:
+            return row[0]
+        p = plan.masked
+        if p is not None and plan.masked_from <= i < p.until:
+            return p.sent[i - p.base]
+        return plan.msgs[i]
 
     # -- observation masking (context editing) --------------------------------------------------
 
@@ -169,51 +190,76 @@ class Windows(StateKeeper):
         value = plan.state.get("mask_until")
         return min(value, len(plan.msgs)) if isinstance(value, int) and value > 0 else 0
 
-    def _mask_rows(self, plan: Plan, lo: int, hi: int, cap: int) -> None:
-        """Put the masked (or, for provider items, truncated) messages of ``msgs[lo:hi]``, all
-        before the mask boundary, into ``plan.trunc``.
+    def _masked_prefix(self, plan: Plan, lo: int, until: int, cap: int) -> MaskedPrefix:
+        """The window's part below the mask boundary, ``msgs[lo:until]`` with old outputs
+        masked (or, for provider items, truncated).
 
-        The same old messages stay masked in every later prompt, so the edited copies and
-        their savings are kept per boundary and reused while each source message is the same
-        object: a turn then costs one identity check per masked message, not a recount.
+        The same old messages stay masked in every later prompt, so the copies are kept per
+        conversation from one call to the next and reused while the boundary, the language,
+        the cap and every source message in ``msgs[lo:until]`` are the same objects: a turn
+        costs one identity check per message there (a C loop) and a list slice.
         """
+        p = plan.masked
+        if p is not None and plan.masked_from <= lo:
+            return p  # checked against this history earlier in this call
         msgs = plan.msgs
-        lang = plan.state.get("mask_language") or self.language
-        key = (self._mask_until(plan), lang, cap)
-        rows: list[tuple[int, Any, dict[str, Any], int]] = self.__dict__.get("_mask_cache_rows", [])
-        if self.__dict__.get("_mask_cache_key") != key or any(
-            i < len(msgs) and msgs[i] is not m for i, m, _, _ in rows[:1]
-        ):
-            rows = []
-            self.__dict__["_mask_cache_key"] = key
-        done = {i for i, _, _, _ in rows} if rows else set()
-        start = rows[0][0] if rows else hi
-        if lo < start or not rows:
-            # rows cover [first scanned, boundary); extend them downwards once
-            new = []
-            for i in range(lo, min(hi, start) if rows else hi):
-                m = msgs[i]
-                if i in done:
-                    continue
-                saved = 0
-                # an output over the cap is saved to a file first: the placeholder names it
-                cut = self._truncated(msgs, i, cap) if m.get("role") == "tool" else None
-                if maskable(m):
-                    edited = masked(msgs, i, lang, saved_to=cut[2] if cut else None)
-                    saved = self.counter.count_message(m) - self.counter.count_message(edited)
+        key = (until, plan.state.get("mask_language") or self.language, cap)
+        slot = id(msgs[0])
+        p = self._masked_prefixes.get(slot)
+        if p is not None and p.key == key:
+            start = min(lo, p.base)
+            if not all(map(operator.is_, msgs[max(lo, p.base) : until], p.source[lo - start :])):
+                p = None  # another history, or one edited in place: build again
+            elif lo < p.base:  # a window reaching further back: extend the copies down once
+                p = self._mask_rows(msgs, lo, p.base, key, p)
+        else:
+            p = None
+        if p is None:
+            p = self._mask_rows(msgs, lo, until, key, None)
+        if slot not in self._masked_prefixes and len(self._masked_prefixes) >= _MASKED_PREFIXES:
+            self._masked_prefixes.pop(next(iter(self._masked_prefixes)), None)
+        self._masked_prefixes[slot] = p
+        plan.masked, plan.masked_from = p, lo
+        return p
+
+    def _mask_rows(
+        self,
+        msgs: list[Any],
+        lo: int,
+        hi: int,
+        key: tuple[int, str | None, int],
+        above: MaskedPrefix | None,
+    ) -> MaskedPrefix:
+        """The masked copies of ``msgs[lo:hi]``, joined to ``above`` (the copies of
+        ``msgs[hi:boundary]``) when given."""
+        _, lang, cap = key
+        sent = msgs[lo:hi]
+        edited_before, saved_before = [0], [0]
+        count = self.counter.count_message
+        for k, m in enumerate(sent):
+            i = lo + k
+            row: tuple[dict[str, Any], int] | None = None
+            # an output over the cap is saved to a file first: the placeholder names it
+            cut = self._truncated(msgs, i, cap) if m.get("role") == "tool" else None
+            if maskable(m):
+                edited = masked(msgs, i, lang, saved_to=cut[2] if cut else None)
+                saved = count(m) - count(edited)
                 if saved > 0:  # a short output stays: its placeholder would be longer
-                    new.append((i, m, edited, saved))
-                elif cut is not None:  # a provider item is truncated, not masked
-                    new.append((i, m, cut[0], cut[1]))
-            rows = new + rows
-            self.__dict__["_mask_cache_rows"] = rows
-        for i, m, edited, saved in rows:
-            if lo <= i < hi:
-                if msgs[i] is not m:  # another history under the same boundary: recompute
-                    self.__dict__["_mask_cache_key"] = None
-                    self._mask_rows(plan, lo, hi, cap)
-                    return
-                plan.trunc[i] = (edited, saved)
+                    row = (edited, saved)
+            if row is None and cut is not None:  # a provider item is truncated, not masked
+                row = (cut[0], cut[1])
+            if row is not None:
+                sent[k] = row[0]
+            edited_before.append(edited_before[-1] + (row is not None))
+            saved_before.append(saved_before[-1] + (row[1] if row is not None else 0))
+        source = msgs[lo:hi]
+        if above is not None:
+            n, t = edited_before[-1], saved_before[-1]
+            source += above.source
+            sent += above.sent
+            edited_before += [n + x for x in above.edited_before[1:]]
+            saved_before += [t + x for x in above.saved_before[1:]]
+        return MaskedPrefix(key, lo, source, sent, edited_before, saved_before)
 
     def _advance_mask(self, plan: Plan) -> int:
         """Move the mask boundary if that frees ``mask_clear_at_least`` tokens; the tokens freed
@@ -239,9 +285,10 @@ class Windows(StateKeeper):
         plan.stats["masked_from"] = next(
             (i for i in range(start, new) if maskable(plan.msgs[i])), new
         )
-        # the truncation cache was built with the old boundary
+        # the truncation cache and the masked copies were built with the old boundary
         plan.trunc.clear()
         plan.trunc_from = -1
+        plan.masked, plan.masked_from = None, -1
         plan.stats["masked_until"] = new
         return freed
 
