@@ -130,11 +130,10 @@ async def arun_calls(op: CallOp[T]) -> T:
 def blocking(op: Callable[Concatenate[S, P], CallOp[T]]) -> Callable[Concatenate[S, P], T]:
     """The sync method of operation ``op`` (same signature and docstring)."""
 
-    @functools.wraps(op)
     def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return run_calls(op(self, *args, **kwargs))
 
-    return run
+    return _presented_as(run, op, "")
 
 
 def awaitable(
@@ -142,11 +141,27 @@ def awaitable(
 ) -> Callable[Concatenate[S, P], Awaitable[T]]:
     """The async twin of operation ``op``: the same body, its calls awaited."""
 
-    @functools.wraps(op)
     async def arun(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await arun_calls(op(self, *args, **kwargs))
 
-    return arun
+    return _presented_as(arun, op, "a")
+
+
+def _presented_as(method: Callable[..., Any], op: Callable[..., Any], prefix: str) -> Any:
+    """``method`` named as the public method of operation ``op`` (``_op_x`` makes ``x`` and
+    ``ax``), with its docstring and signature returning what the operation returns
+    (``CallOp[X]`` is ``X``), so ``help()`` and ``inspect`` show the method itself."""
+    functools.update_wrapper(method, op)
+    name = prefix + op.__name__.removeprefix("_op_")
+    method.__name__ = name
+    method.__qualname__ = f"{op.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
+    sig = inspect.signature(op)
+    result = sig.return_annotation
+    if isinstance(result, str) and result.startswith("CallOp[") and result.endswith("]"):
+        result = result[len("CallOp[") : -1]
+    method.__signature__ = sig.replace(return_annotation=result)  # type: ignore[attr-defined]
+    method.__annotations__ = {**op.__annotations__, "return": result}
+    return method
 
 
 def new_op_id() -> str:
