@@ -39,7 +39,7 @@ import windowfit as wf  # noqa: E402
 
 #: Calls per workload in ``--table``: enough that the setup's own variation (a few thousand
 #: instructions between runs) does not show in the per-call figure.
-CALLS = {"fit_sample": 2_000, "fit_10k": 10, "count_warm": 10, "manager_warm": 100, "session": 20}
+CALLS = {"fit_sample": 2_000, "fit_10k": 10, "count_warm": 10, "manager_warm": 400, "session": 20}
 
 
 def instructions(python: Path, what: str, n: int) -> int:
