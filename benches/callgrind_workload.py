@@ -15,11 +15,19 @@ Workloads: ``fit_sample`` (40 messages, budget 2,000), ``fit_10k`` (10,000 messa
 counted warm), ``manager_warm`` (a prepare of 2,000 messages the previous prepare already
 saw), ``session`` (a SQLite session of 400 messages: N turns of append + prepare; the turns
 grow the history, so compare runs of the same N only).
+
+``--table`` does all of it for two commits (their release wheels built by
+``compare_commits.build``) and prints the Markdown table of instructions per call:
+
+    nice -n 5 .venv/bin/python benches/callgrind_workload.py --table --before 9faf754 --after HEAD
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,8 +37,63 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_commits as cc  # noqa: E402 - the same histories as the wall-clock comparison
 import windowfit as wf  # noqa: E402
 
+#: Calls per workload in ``--table``: enough that the setup's own variation (a few thousand
+#: instructions between runs) does not show in the per-call figure.
+CALLS = {"fit_sample": 2_000, "fit_10k": 10, "count_warm": 10, "manager_warm": 400, "session": 20}
+
+
+def instructions(python: Path, what: str, n: int) -> int:
+    """Instructions callgrind counts for ``what`` with ``n`` calls in ``python``'s venv."""
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            str(python),
+            str(Path(__file__).resolve()),
+            what,
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),  # the venv's windowfit, not the source tree's
+    )
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def table(before: str, after: str, workloads: list[str]) -> None:
+    """Per-call instructions of each workload on both commits' release wheels."""
+    sides = [cc.build(before), cc.build(after)]
+    print(f"before `{sides[0][0]}`, after `{sides[1][0]}`\n")
+    print("| workload (calls) | before | after | after / before |")
+    print("|---|---:|---:|---:|")
+    for what in workloads:
+        n = CALLS[what]
+        per_call = [
+            (instructions(python, what, n) - instructions(python, what, 0)) / n
+            for _, python in sides
+        ]
+        print(
+            f"| {what} ({n:,}) | {per_call[0]:,.0f} | {per_call[1]:,.0f} "
+            f"| {per_call[1] / per_call[0]:.2f} |",
+            flush=True,
+        )
+
 
 def main() -> None:
+    if "--table" in sys.argv:
+        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+        ap.add_argument("--table", action="store_true")
+        ap.add_argument("--before", default="9faf754")
+        ap.add_argument("--after", default="HEAD")
+        ap.add_argument("workloads", nargs="*", default=list(CALLS))
+        args = ap.parse_args()
+        table(args.before, args.after, args.workloads)
+        return
     what, n = sys.argv[1], int(sys.argv[2])
     text = cc._sample_text()
     warm = wf.Counter(encoding="cl100k_base")

@@ -263,6 +263,9 @@ def main() -> None:
     ap.add_argument(
         "--calls", type=int, default=1, help="calls per timed run (1: cold caches; more: steady)"
     )
+    ap.add_argument(
+        "--only", nargs="+", choices=WORKLOADS, default=list(WORKLOADS), help="these workloads"
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -272,10 +275,10 @@ def main() -> None:
     sides = [build(args.before), build(args.after)]
     load_start = os.getloadavg()
     workers = [Worker(python) for _, python in sides]
-    times: dict[str, list[list[float]]] = {w: [[], []] for w in WORKLOADS}
+    times: dict[str, list[list[float]]] = {w: [[], []] for w in args.only}
     for run in range(args.runs):
-        for name in WORKLOADS:
-            order = (0, 1) if (run + WORKLOADS.index(name)) % 2 == 0 else (1, 0)
+        for k, name in enumerate(args.only):
+            order = (0, 1) if (run + k) % 2 == 0 else (1, 0)
             for side in order:
                 times[name][side].append(workers[side].time(name, args.calls))
         logger.info("run %d/%d done", run + 1, args.runs)
@@ -290,7 +293,7 @@ def main() -> None:
     )
     print("| workload | before | after | after / before |")
     print("|---|---:|---:|---:|")
-    for name in WORKLOADS:
+    for name in args.only:
         before, after = min(times[name][0]), min(times[name][1])
         print(f"| {name} | {_ms(before)} | {_ms(after)} | {after / before:.2f} |")
 

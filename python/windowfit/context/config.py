@@ -34,6 +34,7 @@ from windowfit.context.defaults import (
     ENV_VARS,
     output_dir,
 )
+from windowfit.context.plan import MaskedPrefix
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
@@ -229,6 +230,8 @@ class Settings:
             f"{type(self.counter).__name__}:{getattr(self.counter, 'name', None) or self.model}"
         )
         self._truncators: dict[int, ObservationTruncator] = {}  # by token cap
+        # the window below the mask boundary, by conversation (its first message's id)
+        self._masked_prefixes: dict[int, MaskedPrefix] = {}
 
     # -- construction helpers -------------------------------------------------------------------
 

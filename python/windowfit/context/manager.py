@@ -11,7 +11,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from windowfit.context.budget import Budget
 from windowfit.context.plan import Outcome, Plan
@@ -21,6 +21,7 @@ from windowfit.context.state import now
 from windowfit.context.stats import Stats
 from windowfit.context.strategy import choose_strategy
 from windowfit.messages import SYSTEM_ROLES, fingerprint
+from windowfit.store._steps import CallOp, awaitable, blocking, call
 
 __all__ = ["ContextManager", "Prepared"]
 
@@ -72,62 +73,50 @@ class ContextManager(Stats, Planner, Runner):
         system = sum(self.counter.count_message(m) for m in msgs if m.get("role") in SYSTEM_ROLES)
         return self._budget(system, self.counter.count_tools(tools) if tools else 0)
 
-    def prepare(
+    def _op_prepare(
         self,
         messages: Sequence[Message],
         state: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         summarize: bool = True,
-    ) -> Prepared:
+    ) -> CallOp[Prepared]:
         """The prompt to send for ``messages`` (the full history), plus stats and new state.
 
         ``summarize=False`` never calls the summarizer (a summary is being made off the
         request path): what would have been summarized is fitted plainly this turn and
-        ``stats["summary_deferred"]`` says so.
+        ``stats["summary_deferred"]`` says so. In ``aprepare`` async summarizers are awaited
+        and sync ones run in a thread.
 
         Raises ``windowfit.BudgetError`` only when the system messages and the latest user
         message alone do not fit the prompt budget.
         """
         plan = self._deferred(self._plan(messages, state, tools), summarize)
-        outcome = self._run_sync(plan.job) if plan.job is not None else None
+        outcome = (yield call(self, "_run_job", plan.job)) if plan.job is not None else None
         return self._finish(plan, outcome)
 
-    async def aprepare(
+    # one body, two methods: the summarizer is the only call that differs (``call`` makes it
+    # ``_run_job`` in ``prepare`` and awaits ``a_run_job`` in ``aprepare``)
+    prepare = blocking(_op_prepare)
+    aprepare = awaitable(_op_prepare)
+
+    def _op_summarize_after(
         self,
         messages: Sequence[Message],
         state: Mapping[str, Any] | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
-        *,
-        summarize: bool = True,
-    ) -> Prepared:
-        """:meth:`prepare` for async code: async summarizers are awaited, sync ones run in a thread."""
-        plan = self._deferred(self._plan(messages, state, tools), summarize)
-        outcome = await self._run_async(plan.job) if plan.job is not None else None
-        return self._finish(plan, outcome)
-
-    def summarize_after(
-        self,
-        messages: Sequence[Message],
-        state: Mapping[str, Any] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallOp[dict[str, Any]]:
         """The state for the next request, with any summary it needs made now.
 
         Call it after the reply is stored (in a thread, a task or a save hook): the next
         :meth:`prepare` finds the summary in the state instead of waiting for a summarizer on
         the request path.
         """
-        return self.prepare(messages, state=state, tools=tools).state
+        prepared = yield call(self, "prepare", messages, state=state, tools=tools)
+        return cast(dict[str, Any], prepared.state)
 
-    async def asummarize_after(
-        self,
-        messages: Sequence[Message],
-        state: Mapping[str, Any] | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`summarize_after` for async code."""
-        return (await self.aprepare(messages, state=state, tools=tools)).state
+    summarize_after = blocking(_op_summarize_after)
+    asummarize_after = awaitable(_op_summarize_after)
 
     @staticmethod
     def _deferred(plan: Plan, summarize: bool) -> Plan:

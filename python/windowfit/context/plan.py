@@ -40,9 +40,33 @@ class Plan:
     started: float = 0.0
     start_cut: int = 0  # the cut this call started from
     cut_tokens: int = 0  # raw tokens of msgs[:start_cut]
-    # Truncated tool outputs by source index, computed once per call for msgs[trunc_from:]
+    # Truncated tool outputs by source index from the mask boundary on, computed once per call
+    # for msgs[trunc_from:]; below the boundary the window comes from ``masked``
     trunc: dict[int, tuple[dict[str, Any], int]] = field(default_factory=dict)
     trunc_from: int = -1
+    masked: MaskedPrefix | None = None  # checked against this history for msgs[masked_from:]
+    masked_from: int = -1
+
+
+@dataclass
+class MaskedPrefix:
+    """The window below the mask boundary, kept from one call to the next.
+
+    The masked (or truncated) copies of old messages do not change while the boundary, the
+    placeholders' language, the tool-output cap and the source messages stay the same, so a
+    turn reuses them as one list slice instead of walking every masked row again.
+    """
+
+    key: tuple[int, str | None, int]  # (boundary, placeholder language, tool-output cap)
+    base: int  # first history index covered
+    source: list[Any]  # msgs[base:boundary] as they were: reused while these are the same
+    sent: list[Any]  # what the window sends in their place
+    edited_before: list[int]  # edited copies in sent[:k], for k in 0..len(sent)
+    saved_before: list[int]  # tokens those copies save
+
+    @property
+    def until(self) -> int:
+        return self.base + len(self.sent)
 
 
 @dataclass

@@ -27,7 +27,7 @@ class Runner(Settings):
             "language": job.language,
         }
 
-    def _run_sync(self, job: Job) -> Outcome:
+    def _run_job(self, job: Job) -> Outcome:
         fn = self.summarizer
         args, kwargs = self._call_args(job)
         t0 = time.perf_counter()
@@ -62,7 +62,8 @@ class Runner(Settings):
             return Outcome(None, _describe(box["error"]), elapsed)
         return Outcome(box.get("value"), None, elapsed)
 
-    async def _run_async(self, job: Job) -> Outcome:
+    async def a_run_job(self, job: Job) -> Outcome:
+        """``_run_job`` for async code (named as ``call`` names the async twin)."""
         fn = self.summarizer
         args, kwargs = self._call_args(job)
         t0 = time.perf_counter()

@@ -172,7 +172,7 @@ class Stats(Windows):
         prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
         while 0 <= src < prev_end and j < len(kept):
             m = view.messages[kept[j]]
-            sent_before = plan.trunc.get(src, (plan.msgs[src], 0))[0]
+            sent_before = self._sent_at(plan, src)
             if m is not sent_before and fingerprint(m) != fingerprint(sent_before):
                 break
             n += c.count_message(m)
@@ -193,7 +193,7 @@ class Stats(Windows):
         while want and i >= plan.cut:  # outputs before the window are not sent anyway
             if plan.msgs[i].get("role") == "tool":
                 want -= 1
-                if i in plan.trunc and i not in whole:
+                if i not in whole and self._sent_at(plan, i) is not plan.msgs[i]:
                     end = min(end, i)
             i -= 1
         return end

@@ -11,13 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
-from windowfit.context.budget import Budget
-from windowfit.context.masking import advance_mask, maskable, masked, tool_name
 from windowfit.context.plan import Fitted, Plan, View
-from windowfit.context.state import StateKeeper
+from windowfit.context.tool_outputs import ToolOutputs
 from windowfit.fitting import fit
 from windowfit.messages import SYSTEM_ROLES
-from windowfit.observation import ObservationTruncator
 from windowfit.summarize import detect_language
 
 __all__ = ["Windows"]
@@ -26,11 +23,8 @@ logger = logging.getLogger(__name__)
 
 Message = Mapping[str, Any]
 
-_TRUNCATION_CACHE_SIZE = 512  # cut outputs remembered per cap
-_TRUNCATORS = 4  # caps remembered
 
-
-class Windows(StateKeeper):
+class Windows(ToolOutputs):
     """Builds and measures the windows a plan chooses between."""
 
     def _fit_at(self, plan: Plan, cut: int, summary: str, language: str | None = None) -> Fitted:
@@ -73,86 +67,38 @@ class Windows(StateKeeper):
         msgs = self._summary_messages("x", {**st, "summarized_messages": 99999}, language)
         return sum(self.counter.count_message(m) for m in msgs)
 
-    def _tool_cap(self, b: Budget) -> int:
-        if self.tool_output_max_tokens is not None:
-            return self.tool_output_max_tokens
-        return max(64, b.low_water // 2)
-
-    def _tool_truncator(self, cap: int) -> ObservationTruncator:
-        """The truncator of tool outputs at ``cap`` tokens: JSON records compacted (ids,
-        titles, times kept), the full output saved under ``tool_output_dir`` (named by its
-        content, so the same output always names the same file and the prompt stays the same
-        turn after turn). One per cap (the cap follows the budget, which rarely changes), each
-        remembering the outputs it cut: the same window is re-cut every turn."""
-        truncator = self._truncators.get(cap)
-        if truncator is None:
-            truncator = ObservationTruncator(
-                max_lines=None,
-                max_bytes=None,
-                max_tokens=cap,
-                direction=self.tool_output_direction,
-                output_dir=self.tool_output_dir,
-                counter=self.counter,
-                compact_json=True,
-                cache_size=_TRUNCATION_CACHE_SIZE,
-            )
-            if len(self._truncators) >= _TRUNCATORS:
-                self._truncators.pop(next(iter(self._truncators)), None)
-            self._truncators[cap] = truncator
-        return truncator
-
-    def _truncated(
-        self, msgs: list[Any], i: int, cap: int
-    ) -> tuple[dict[str, Any], int, str | None] | None:
-        """A copy of tool message ``msgs[i]`` with its output cut to ``cap`` tokens, the tokens
-        that saves and the file holding the full output; None when it fits."""
-        msg = msgs[i]
-        content = msg.get("content")
-        # A token covers at least one UTF-8 byte, so short outputs never need counting.
-        if not isinstance(content, str) or len(content) * 4 <= cap:
-            return None
-        result = self._tool_truncator(cap).truncate(tool_name(msgs, i), content)
-        if not result["truncated"]:
-            return None
-        stats = result["stats"]
-        saved = max(0, (stats["original_tokens"] or 0) - stats["kept_tokens"])
-        return {**msg, "content": result["preview"]}, saved, result["full_output_path"]
-
-    def _recent_tool_outputs(self, msgs: list[Any]) -> set[int]:
-        """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole (up to
-        the low-water mark), as the agent is acting on them; older ones are cut to the cap."""
-        want = self.keep_recent_tool_outputs
-        found: set[int] = set()
-        i = len(msgs) - 1
-        while want and i >= 0 and len(found) < want:
-            if msgs[i].get("role") == "tool":
-                found.add(i)
-            i -= 1
-        return found
-
     def _window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
-        """``msgs[lo:]`` with oversized tool outputs truncated (new dicts, inputs untouched)."""
+        """``msgs[lo:]`` with oversized tool outputs truncated and, below the mask boundary,
+        old ones masked (new dicts, inputs untouched); how many were edited, the tokens saved."""
         msgs = plan.msgs
         cap = self._tool_cap(plan.budget)
-        if cap > 0 and (plan.trunc_from < 0 or lo < plan.trunc_from):
+        if cap <= 0:
+            return msgs[lo:], 0, 0
+        until = self._mask_until(plan)
+        top = max(lo, until)
+        if plan.trunc_from < 0 or top < plan.trunc_from:
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
             whole = self._recent_tool_outputs(msgs)
             # a recent output is cut only when it alone is over the low-water mark (a window
             # just cut must still hold it; the final fit would otherwise drop its whole round)
             whole_cap = max(cap, plan.budget.low_water)
-            mask_until = self._mask_until(plan)
-            for i in range(max(lo, mask_until), hi):
-                m = msgs[i]
-                if m.get("role") == "tool":
+            for i in range(top, hi):
+                if msgs[i].get("role") == "tool":
                     cut = self._truncated(msgs, i, whole_cap if i in whole else cap)
                     if cut is not None:
                         plan.trunc[i] = cut[:2]
-            if lo < mask_until:
-                self._mask_rows(plan, lo, min(hi, mask_until), cap)
-            plan.trunc_from = lo
-        window = msgs[lo:]
+            plan.trunc_from = top
         count = saved = 0
+        if lo < until:
+            p = self._masked_prefix(plan, lo, until, cap)
+            k = lo - p.base
+            window = p.sent[k:]
+            window += msgs[until:]
+            count = p.edited_before[-1] - p.edited_before[k]
+            saved = p.saved_before[-1] - p.saved_before[k]
+        else:
+            window = msgs[lo:]
         for i, (m, tokens) in plan.trunc.items():
             if i >= lo:
                 window[i - lo] = m
@@ -160,90 +106,15 @@ class Windows(StateKeeper):
                 saved += tokens
         return window, count, saved
 
-    # -- observation masking (context editing) --------------------------------------------------
-
-    def _mask_until(self, plan: Plan) -> int:
-        """Messages before this index have old tool output / reasoning masked (0: none)."""
-        if self.mask_keep <= 0:
-            return 0
-        value = plan.state.get("mask_until")
-        return min(value, len(plan.msgs)) if isinstance(value, int) and value > 0 else 0
-
-    def _mask_rows(self, plan: Plan, lo: int, hi: int, cap: int) -> None:
-        """Put the masked (or, for provider items, truncated) messages of ``msgs[lo:hi]``, all
-        before the mask boundary, into ``plan.trunc``.
-
-        The same old messages stay masked in every later prompt, so the edited copies and
-        their savings are kept per boundary and reused while each source message is the same
-        object: a turn then costs one identity check per masked message, not a recount.
-        """
-        msgs = plan.msgs
-        lang = plan.state.get("mask_language") or self.language
-        key = (self._mask_until(plan), lang, cap)
-        rows: list[tuple[int, Any, dict[str, Any], int]] = self.__dict__.get("_mask_cache_rows", [])
-        if self.__dict__.get("_mask_cache_key") != key or any(
-            i < len(msgs) and msgs[i] is not m for i, m, _, _ in rows[:1]
-        ):
-            rows = []
-            self.__dict__["_mask_cache_key"] = key
-        done = {i for i, _, _, _ in rows} if rows else set()
-        start = rows[0][0] if rows else hi
-        if lo < start or not rows:
-            # rows cover [first scanned, boundary); extend them downwards once
-            new = []
-            for i in range(lo, min(hi, start) if rows else hi):
-                m = msgs[i]
-                if i in done:
-                    continue
-                saved = 0
-                # an output over the cap is saved to a file first: the placeholder names it
-                cut = self._truncated(msgs, i, cap) if m.get("role") == "tool" else None
-                if maskable(m):
-                    edited = masked(msgs, i, lang, saved_to=cut[2] if cut else None)
-                    saved = self.counter.count_message(m) - self.counter.count_message(edited)
-                if saved > 0:  # a short output stays: its placeholder would be longer
-                    new.append((i, m, edited, saved))
-                elif cut is not None:  # a provider item is truncated, not masked
-                    new.append((i, m, cut[0], cut[1]))
-            rows = new + rows
-            self.__dict__["_mask_cache_rows"] = rows
-        for i, m, edited, saved in rows:
-            if lo <= i < hi:
-                if msgs[i] is not m:  # another history under the same boundary: recompute
-                    self.__dict__["_mask_cache_key"] = None
-                    self._mask_rows(plan, lo, hi, cap)
-                    return
-                plan.trunc[i] = (edited, saved)
-
-    def _advance_mask(self, plan: Plan) -> int:
-        """Move the mask boundary if that frees ``mask_clear_at_least`` tokens; the tokens freed
-        (0: it stays, and the prompt prefix with it)."""
-        if self.mask_keep <= 0:
-            return 0
-        old = self._mask_until(plan)
-        new, freed = advance_mask(
-            plan.msgs,
-            max(old, plan.cut),
-            # the newest keep_recent_tool_outputs are never cut, so never masked either
-            keep=max(self.mask_keep, self.keep_recent_tool_outputs),
-            clear_at_least=self.mask_clear_at_least,
-            count=self.counter.count_message,
-        )
-        if new <= old or not freed:
-            return 0
-        plan.state["mask_until"] = new
-        # the placeholders' language is fixed by the first batch: re-wording them when the
-        # summary's detected language changes would break the cached prefix for nothing
-        plan.state.setdefault("mask_language", plan.state.get("language") or self.language)
-        start = max(old, plan.cut)
-        plan.stats["masked_from"] = next(
-            (i for i in range(start, new) if maskable(plan.msgs[i])), new
-        )
-        # the truncation cache was built with the old boundary
-        plan.trunc.clear()
-        plan.trunc_from = -1
-        plan.stats["masked_until"] = new
-        return freed
+    def _sent_at(self, plan: Plan, i: int) -> Any:
+        """What this call's windows send for ``msgs[i]``: its cut or masked copy, or itself."""
+        row = plan.trunc.get(i)
+        if row is not None:
+            return row[0]
+        p = plan.masked
+        if p is not None and plan.masked_from <= i < p.until:
+            return p.sent[i - p.base]
+        return plan.msgs[i]
 
     def _head_user(self, plan: Plan, cut: int) -> int | None:
         """The user message pinned right after the summary, if the window starts after it.

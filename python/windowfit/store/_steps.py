@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import abc
 import functools
+import inspect
 import secrets
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from datetime import timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from windowfit.store.base import BaseStore, SessionInfo, UsageRecord, UsageRow
+from windowfit.store.base import BaseStore
 
 __all__ = [
     "Call",
@@ -130,11 +130,10 @@ async def arun_calls(op: CallOp[T]) -> T:
 def blocking(op: Callable[Concatenate[S, P], CallOp[T]]) -> Callable[Concatenate[S, P], T]:
     """The sync method of operation ``op`` (same signature and docstring)."""
 
-    @functools.wraps(op)
     def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return run_calls(op(self, *args, **kwargs))
 
-    return run
+    return _presented_as(run, op, "")
 
 
 def awaitable(
@@ -142,11 +141,27 @@ def awaitable(
 ) -> Callable[Concatenate[S, P], Awaitable[T]]:
     """The async twin of operation ``op``: the same body, its calls awaited."""
 
-    @functools.wraps(op)
     async def arun(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await arun_calls(op(self, *args, **kwargs))
 
-    return arun
+    return _presented_as(arun, op, "a")
+
+
+def _presented_as(method: Callable[..., Any], op: Callable[..., Any], prefix: str) -> Any:
+    """``method`` named as the public method of operation ``op`` (``_op_x`` makes ``x`` and
+    ``ax``), with its docstring and signature returning what the operation returns
+    (``CallOp[X]`` is ``X``), so ``help()`` and ``inspect`` show the method itself."""
+    functools.update_wrapper(method, op)
+    name = prefix + op.__name__.removeprefix("_op_")
+    method.__name__ = name
+    method.__qualname__ = f"{op.__qualname__.rpartition('.')[0]}.{name}".lstrip(".")
+    sig = inspect.signature(op)
+    result = sig.return_annotation
+    if isinstance(result, str) and result.startswith("CallOp[") and result.endswith("]"):
+        result = result[len("CallOp[") : -1]
+    method.__signature__ = sig.replace(return_annotation=result)  # type: ignore[attr-defined]
+    method.__annotations__ = {**op.__annotations__, "return": result}
+    return method
 
 
 def new_op_id() -> str:
@@ -166,6 +181,50 @@ def _subject(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | 
     if name == "usage_rows":
         return kwargs.get("session_id")
     return str(args[0])
+
+
+#: The return types of the protocol a store's raw result is converted to (annotations are
+#: strings here: ``from __future__ import annotations``).
+_RESULTS: dict[str, Callable[[Any], Any]] = {"int": int, "bool": bool, "None": lambda _: None}
+
+
+def _forwarders(
+    method: Callable[Concatenate[S, P], T],
+) -> tuple[Callable[Concatenate[S, P], T], Callable[Concatenate[S, P], Coroutine[Any, Any, T]]]:
+    """The sync and async implementations of protocol ``method`` on a `StepStore`.
+
+    Both build the same operation (arguments bound to the protocol's own signature, so they
+    reach ``_operation`` in one order whether passed by position or by name, defaults
+    filled) and differ only in the driver that runs it. Made from the protocol method itself,
+    so no signature is written twice.
+    """
+    name = method.__name__
+    signature = inspect.signature(method)
+    result = _RESULTS.get(str(method.__annotations__.get("return")), _same)
+
+    def operation(store: Any, args: Any, kwargs: Any) -> tuple[Operation, str | None]:
+        bound = signature.bind(store, *args, **kwargs)
+        bound.apply_defaults()
+        args, kwargs = bound.args[1:], bound.kwargs
+        return store._operation(name, *args, **kwargs), _subject(name, args, kwargs)
+
+    def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return result(cast(Any, self)._drive(*operation(self, args, kwargs)))
+
+    async def arun(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return result(await cast(Any, self)._adrive(*operation(self, args, kwargs)))
+
+    for twin, prefix in ((run, ""), (arun, "a")):
+        # the protocol's docstring, and __wrapped__ so inspect.signature shows its signature;
+        # never its __dict__, which marks it abstract
+        functools.update_wrapper(twin, method, assigned=("__doc__",), updated=())
+        twin.__name__ = prefix + name
+        twin.__qualname__ = f"StepStore.{prefix}{name}"
+    return run, arun
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 class StepStore(BaseStore):
@@ -189,122 +248,18 @@ class StepStore(BaseStore):
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
         """Run ``make()`` with the asyncio client."""
 
-    def _call_sync(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        make = self._operation(name, *args, **kwargs)
-        return self._drive(make, _subject(name, args, kwargs))
+    # ------------------------------------------------------------------ the protocol, sync and async
 
-    async def _call_async(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        make = self._operation(name, *args, **kwargs)
-        return await self._adrive(make, _subject(name, args, kwargs))
-
-    # ------------------------------------------------------------------ protocol (sync)
-
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
-        return int(self._call_sync("append", session_id, messages))
-
-    def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
-        return self._call_sync("read", session_id, start)
-
-    def info(self, session_id: str) -> SessionInfo | None:
-        return self._call_sync("info", session_id)
-
-    def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return self._call_sync("load_state", session_id)
-
-    def save_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        return int(self._call_sync("save_state", session_id, state, expected_version))
-
-    def create_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        kw = {"task": task, "messages": messages, "tool_call_id": tool_call_id, "meta": meta}
-        return bool(self._call_sync("create_child", parent_id, child_id, **kw))
-
-    def finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        return int(self._call_sync("finish_child", child_id, result, message))
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        return self._call_sync("children", session_id)
-
-    def list_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return self._call_sync("list_sessions", limit)
-
-    def delete(self, session_id: str) -> bool:
-        return bool(self._call_sync("delete", session_id))
-
-    def cleanup(self, older_than: float | timedelta | None = None) -> int:
-        return int(self._call_sync("cleanup", older_than))
-
-    def record_usage(self, record: UsageRecord) -> None:
-        self._call_sync("record_usage", record)
-
-    def usage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        return self._call_sync("usage_rows", model=model, day=day, session_id=session_id)
-
-    # ------------------------------------------------------------------ protocol (async)
-
-    async def aappend(self, session_id: str, messages: Sequence[Any]) -> int:
-        return int(await self._call_async("append", session_id, messages))
-
-    async def aread(
-        self, session_id: str, start: int = 0
-    ) -> tuple[str | None, list[dict[str, Any]]]:
-        return await self._call_async("read", session_id, start)
-
-    async def ainfo(self, session_id: str) -> SessionInfo | None:
-        return await self._call_async("info", session_id)
-
-    async def aload_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
-        return await self._call_async("load_state", session_id)
-
-    async def asave_state(
-        self, session_id: str, state: Mapping[str, Any] | None, expected_version: int
-    ) -> int:
-        return int(await self._call_async("save_state", session_id, state, expected_version))
-
-    async def acreate_child(
-        self,
-        parent_id: str,
-        child_id: str,
-        *,
-        task: str | None,
-        messages: Sequence[Any],
-        tool_call_id: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> bool:
-        kw = {"task": task, "messages": messages, "tool_call_id": tool_call_id, "meta": meta}
-        return bool(await self._call_async("create_child", parent_id, child_id, **kw))
-
-    async def afinish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> int:
-        return int(await self._call_async("finish_child", child_id, result, message))
-
-    async def achildren(self, session_id: str) -> list[SessionInfo]:
-        return await self._call_async("children", session_id)
-
-    async def alist_sessions(self, limit: int | None = 100) -> list[SessionInfo]:
-        return await self._call_async("list_sessions", limit)
-
-    async def adelete(self, session_id: str) -> bool:
-        return bool(await self._call_async("delete", session_id))
-
-    async def acleanup(self, older_than: float | timedelta | None = None) -> int:
-        return int(await self._call_async("cleanup", older_than))
-
-    async def arecord_usage(self, record: UsageRecord) -> None:
-        await self._call_async("record_usage", record)
-
-    async def ausage_rows(
-        self, *, model: str | None = None, day: str | None = None, session_id: str | None = None
-    ) -> list[UsageRow]:
-        return await self._call_async("usage_rows", model=model, day=day, session_id=session_id)
+    append, aappend = _forwarders(BaseStore.append)
+    read, aread = _forwarders(BaseStore.read)
+    info, ainfo = _forwarders(BaseStore.info)
+    load_state, aload_state = _forwarders(BaseStore.load_state)
+    save_state, asave_state = _forwarders(BaseStore.save_state)
+    create_child, acreate_child = _forwarders(BaseStore.create_child)
+    finish_child, afinish_child = _forwarders(BaseStore.finish_child)
+    children, achildren = _forwarders(BaseStore.children)
+    list_sessions, alist_sessions = _forwarders(BaseStore.list_sessions)
+    delete, adelete = _forwarders(BaseStore.delete)
+    cleanup, acleanup = _forwarders(BaseStore.cleanup)
+    record_usage, arecord_usage = _forwarders(BaseStore.record_usage)
+    usage_rows, ausage_rows = _forwarders(BaseStore.usage_rows)
