@@ -194,11 +194,25 @@ def _terms(text: str) -> list[str]:
     return out
 
 
+def _sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``text`` starts and ends (surrounding whitespace left out)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end, after in [(m.start(), m.end()) for m in _SPLIT_RE.finditer(text)] + [
+        (len(text), len(text))
+    ]:
+        piece = text[start:end]
+        lead = len(piece) - len(piece.lstrip())
+        body = piece.strip()
+        # a fragment such as a list number ("4.") says nothing on its own
+        if body and (len(body) >= 4 or _CJK_RE.search(body)):
+            spans.append((start + lead, start + lead + len(body)))
+        start = after
+    return spans
+
+
 def _sentences(text: str) -> list[str]:
-    # a fragment such as a list number ("4.") says nothing on its own
-    return [
-        s.strip() for s in _SPLIT_RE.split(text) if s and (len(s.strip()) >= 4 or _CJK_RE.search(s))
-    ]
+    return [text[a:b] for a, b in _sentence_spans(text)]
 
 
 _PRONOUN_START_RE = re.compile(
@@ -206,19 +220,21 @@ _PRONOUN_START_RE = re.compile(
 )
 
 
-def _joined(sentences: list[str]) -> list[str]:
-    """A sentence opening on a pronoun ("They named him Marzipan.") stays with the sentence
-    it refers back to, so a selected line never loses whom or what it is about."""
-    out: list[str] = []
-    for sent in sentences:
+def _joined(text: str) -> list[str]:
+    """The sentences of ``text``, where one opening on a pronoun ("They named him Marzipan.")
+    stays with the sentence it refers back to, so a selected line never loses whom or what it
+    is about. A joined line is the source's own stretch (whitespace runs made one space), so
+    it reads as written, in any script."""
+    groups: list[list[int]] = []
+    for a, b in _sentence_spans(text):
+        sent = text[a:b]
         # so does a fragment ("Lisbon!", "拉萨！"): alone it would be dropped as too short
         short = len(_LATIN_RE.findall(sent)) < 3 and len(_CJK_RE.findall(sent)) < 6
-        if out and (short or _PRONOUN_START_RE.match(sent)):
-            sep = "" if _CJK_RE.match(sent) else " "
-            out[-1] = f"{out[-1]}{sep}{sent}"
+        if groups and (short or _PRONOUN_START_RE.match(sent)):
+            groups[-1][1] = b
         else:
-            out.append(sent)
-    return out
+            groups.append([a, b])
+    return [" ".join(text[a:b].split()) for a, b in groups]
 
 
 def _stamp(message: Message, text: str) -> tuple[str | None, str]:
@@ -443,7 +459,7 @@ class SalienceSummarizer:
                 if _GOAL_RE.search(prose) and not _FILLER_RE.match(prose.strip()):
                     lines.append(_Line("goal", self._clip(prose), "", date, seq))
                     continue
-            for k, sent in enumerate(_joined(_sentences(prose))):
+            for k, sent in enumerate(_joined(prose)):
                 lines.append(_Line("timeline", self._clip(sent), speaker, date, seq + k / 1000))
         return lines
 
