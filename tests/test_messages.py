@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 from hypothesis import given, settings
@@ -92,3 +95,55 @@ def test_tool_units_keep_tool_results_with_their_call() -> None:
     assert tool_units(msgs) == [(0, 1, "message"), (1, 4, "tool_round"), (4, 5, "message")]
     # a fold bounded at 3 sees the round cut short, never past its stop
     assert tool_units(msgs[:3]) == [(0, 1, "message"), (1, 3, "tool_round")]
+
+
+_string_messages = st.dictionaries(
+    st.sampled_from(["role", "content", "name", "tool_call_id", "x"]),
+    st.none() | st.text(max_size=30),
+    max_size=5,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_string_messages, st.lists(st.tuples(st.sampled_from(["content", "name", "x"]), _json)))
+def test_remembered_fingerprints_follow_in_place_changes(
+    message: dict[str, Any], edits: list[tuple[str, Any]]
+) -> None:
+    # the memo answers from the items of an all-string message: a message changed in place
+    # (a new text, a new key, a nested value, a bool where a string was) is hashed anew
+    from windowfit.messages import _fingerprint
+
+    assert fingerprint(message) == _fingerprint(message)
+    for key, value in edits:
+        message[key] = value
+        assert fingerprint(message) == _fingerprint(message), message
+        assert fingerprint(copy_json(message)) == _fingerprint(message)
+
+
+def test_fingerprints_are_the_same_in_another_process() -> None:
+    # the memo is keyed by Python's (per-process salted) hashes; the fingerprint never is
+    msgs = [{"role": "user", "content": "héllo"}, {"role": "tool", "content": None, "name": "x"}]
+    code = (
+        "import json, sys; from windowfit.messages import fingerprint; "
+        "print(json.dumps([fingerprint(m) for m in json.loads(sys.argv[1])]))"
+    )
+    for seed in ("1", "2"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(msgs)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert json.loads(out) == [fingerprint(m) for m in msgs]
+
+
+def test_the_fingerprint_memo_stays_bounded() -> None:
+    from windowfit import messages
+
+    for i in range(3 * messages._MEMO_ENTRIES):
+        fingerprint({"role": "user", "content": f"turn {i}"})
+    assert len(messages._FINGERPRINTS) <= messages._MEMO_ENTRIES
+    big = {"role": "tool", "content": "x" * (messages._MEMO_CHARS + 1)}
+    fingerprint(big)
+    assert not any(k == tuple(big.items()) for k in messages._FINGERPRINTS)

@@ -217,7 +217,7 @@ def _result(
     round_dropped: int = 0,
 ) -> FitResult:
     kept, dropped = raw.kept, raw.dropped
-    chosen = [messages[i] for i in kept]
+    chosen = list(map(messages.__getitem__, kept))  # a C loop: kept can be 10,000 long
     stripped = raw.stripped
     if stripped:
         where = {i: pos for pos, i in enumerate(kept)}

@@ -97,14 +97,50 @@ def copy_json(value: Any) -> Any:
     are not JSON (they are shared, as messages never nest mutable non-JSON objects).
     """
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        # scalars (most values of a message or a state) are returned as they are without a call
+        return {k: v if type(v) in _SCALARS else copy_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [copy_json(v) for v in value]
+        return [v if type(v) in _SCALARS else copy_json(v) for v in value]
     return value
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def fingerprint(message: Any) -> str:
     """A short content hash of a message (or any JSON value), stable across processes."""
+    key = _memo_key(message)
+    if key is not None:
+        found = _FINGERPRINTS.get(key)
+        if found is None:
+            if len(_FINGERPRINTS) >= _MEMO_ENTRIES:
+                _FINGERPRINTS.clear()
+            found = _FINGERPRINTS[key] = _fingerprint(message)
+        return found
+    return _fingerprint(message)
+
+
+# The manager fingerprints the same few messages every turn (the summary anchor, the scanned
+# prefix's last message, the head): a message whose values are all strings is remembered by
+# its items. Equal items hash to the same fingerprint, so the memo can never answer wrong;
+# the bounds keep what it holds of the caller's texts small.
+_MEMO_ENTRIES = 256
+_MEMO_CHARS = 16_384
+_FINGERPRINTS: dict[tuple[tuple[str, str | None], ...], str] = {}
+
+
+def _memo_key(message: Any) -> tuple[tuple[str, str | None], ...] | None:
+    if type(message) is not dict:
+        return None
+    size = 0
+    for k, v in message.items():
+        if type(k) is not str or not (type(v) is str or v is None):
+            return None  # a nested or non-string value could change in place
+        size += len(v) if v is not None else 0
+    return tuple(message.items()) if size <= _MEMO_CHARS else None
+
+
+def _fingerprint(message: Any) -> str:
     h = hashlib.blake2b(digest_size=8)
     if isinstance(message, Mapping) and isinstance(message.get("content"), (str, type(None))):
         # the common shape: hash the text directly, only the small rest as JSON
