@@ -20,43 +20,66 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     if piece.len() >= LONG_PIECE {
         return merge_long(piece, &rank);
     }
-    let n = piece.len();
-    if n < 2 {
+    if piece.len() < 2 {
         return vec![piece];
     }
-    // parts[k] = (start, rank of the pair starting at part k); two sentinels at the end.
-    let mut parts: Vec<(usize, u32)> = Vec::with_capacity(n + 1);
-    for i in 0..n.saturating_sub(1) {
-        parts.push((i, rank(&piece[i..i + 2]).unwrap_or(NONE)));
+    let mut parts = [(0u32, NONE); LONG_PIECE + 1];
+    let len = merge_short(piece, &rank, &mut parts);
+    parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]).collect()
+}
+
+/// How many parts [`split`] gives `piece`, without building them: counting a piece never
+/// seen before allocates nothing (a short piece merges in a table on the stack).
+pub fn count(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> usize {
+    if piece.len() >= LONG_PIECE {
+        return merge_long(piece, &rank).len();
     }
-    parts.push((n - 1, NONE));
-    parts.push((n, NONE));
-    let pair_rank = |parts: &[(usize, u32)], k: usize| -> u32 {
-        if k + 3 < parts.len() {
-            rank(&piece[parts[k].0..parts[k + 3].0]).unwrap_or(NONE)
+    if piece.len() < 2 {
+        return 1;
+    }
+    let mut parts = [(0u32, NONE); LONG_PIECE + 1];
+    merge_short(piece, &rank, &mut parts) - 1
+}
+
+/// Merges a piece shorter than [`LONG_PIECE`] in `parts`: on return `parts[..len]` holds each
+/// part's start, then the piece's end; `len` is returned. Each entry also holds the rank of
+/// the pair its part starts (rescanned per merge: few pairs, no heap).
+fn merge_short(piece: &[u8], rank: &impl Fn(&[u8]) -> Option<u32>, parts: &mut [(u32, u32); LONG_PIECE + 1]) -> usize {
+    let n = piece.len();
+    debug_assert!((2..LONG_PIECE).contains(&n));
+    for (i, part) in parts[..n - 1].iter_mut().enumerate() {
+        *part = (i as u32, rank(&piece[i..i + 2]).unwrap_or(NONE));
+    }
+    // two sentinels: the last byte's part and the end
+    parts[n - 1] = ((n - 1) as u32, NONE);
+    parts[n] = (n as u32, NONE);
+    let mut len = n + 1;
+    let pair_rank = |parts: &[(u32, u32)], len: usize, k: usize| -> u32 {
+        if k + 3 < len {
+            rank(&piece[parts[k].0 as usize..parts[k + 3].0 as usize]).unwrap_or(NONE)
         } else {
             NONE
         }
     };
     loop {
         let mut best = (NONE, 0);
-        for (k, &(_, r)) in parts[..parts.len() - 1].iter().enumerate() {
+        for (k, &(_, r)) in parts[..len - 1].iter().enumerate() {
             if r < best.0 {
                 best = (r, k);
             }
         }
         if best.0 == NONE {
-            break;
+            return len;
         }
         let k = best.1;
         // Merging parts k and k+1: the pairs that change are (k-1, k) and (k, k+2).
-        parts[k].1 = pair_rank(&parts, k);
+        parts[k].1 = pair_rank(&parts[..], len, k);
         if k > 0 {
-            parts[k - 1].1 = pair_rank(&parts, k - 1);
+            parts[k - 1].1 = pair_rank(&parts[..], len, k - 1);
         }
-        parts.remove(k + 1);
+        parts.copy_within(k + 2..len, k + 1);
+        len -= 1;
     }
-    parts.windows(2).map(|w| &piece[w[0].0..w[1].0]).collect()
 }
 
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
@@ -139,8 +162,9 @@ mod tests {
             ranks.insert(t.to_vec(), 256 + i as u32);
         }
         let rank = |b: &[u8]| ranks.get(b).copied();
+        assert_eq!((split(b"a", rank), count(b"a", rank)), (vec![&b"a"[..]], 1));
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for len in [2usize, 3, 5, 17, 99, 127, 128, 130, 400, 1000] {
+        for len in [2usize, 3, 5, 17, 99, 126, 127, 128, 130, 400, 1000] {
             for _ in 0..40 {
                 let piece: Vec<u8> = (0..len)
                     .map(|_| {
@@ -152,6 +176,7 @@ mod tests {
                     .collect();
                 let expected = tiktoken_rs::byte_pair_split(&piece, &ranks);
                 assert_eq!(split(&piece, rank), expected, "piece {:?}", String::from_utf8_lossy(&piece));
+                assert_eq!(count(&piece, rank), expected.len());
                 assert_eq!(merge_long(&piece, &rank), expected);
             }
         }

@@ -133,12 +133,12 @@ impl Engine {
             return self.vocab.giant().count(piece);
         }
         if piece.len() > LONG_CACHED {
-            return bpe::split(piece, |b| self.rank(b)).len();
+            return bpe::count(piece, |b| self.rank(b));
         }
         if let Some(&n) = cache.long.get(piece) {
             return n as usize;
         }
-        let n = bpe::split(piece, |b| self.rank(b)).len();
+        let n = bpe::count(piece, |b| self.rank(b));
         if cache.long.len() >= CACHE_ENTRIES / 4 {
             cache.long.clear();
         }
@@ -172,7 +172,7 @@ impl Engine {
         if let Some(&n) = cache.short.get(&key) {
             return n as usize;
         }
-        let n = bpe::split(piece, |b| self.rank(b)).len();
+        let n = bpe::count(piece, |b| self.rank(b));
         if cache.short.len() >= CACHE_ENTRIES {
             cache.short.clear();
         }

@@ -41,9 +41,21 @@ pub struct Vocab {
     tokens: Vec<&'static [u8]>,
     short: FxHashMap<u128, u32>,
     long: FxHashMap<&'static [u8], u32>,
+    /// The rank of every two-byte token, indexed by its bytes (`NO_RANK` where none): a merge
+    /// starts with one such lookup per byte of its piece, and this dense table (256 KB, within
+    /// a core's L2) answers them without hashing into the multi-MB maps.
+    pairs: Box<[u32]>,
     /// Backtracking encoder for giant pieces (see [`super::bpe::GIANT_PIECE`]), built on the
     /// first one.
     giant: OnceLock<BytePairEncoding>,
+}
+
+/// A missing rank in [`Vocab::pairs`] (ranks are far below it).
+const NO_RANK: u32 = u32::MAX;
+
+#[inline(always)]
+fn pair_index(a: u8, b: u8) -> usize {
+    (usize::from(a) << 8) | usize::from(b)
 }
 
 /// The hash factor `bpe-openai` uses for these vocabularies: no collisions among their tokens.
@@ -64,14 +76,18 @@ impl Vocab {
         }
         let mut short = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         let mut long = FxHashMap::default();
+        let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
         for (rank, &t) in tokens.iter().enumerate() {
+            if let [a, b] = *t {
+                pairs[pair_index(a, b)] = rank as u32;
+            }
             if t.len() <= SHORT {
                 short.insert(pack(t), rank as u32);
             } else {
                 long.insert(t, rank as u32);
             }
         }
-        Self { tokens, short, long, giant: OnceLock::new() }
+        Self { tokens, short, long, pairs, giant: OnceLock::new() }
     }
 
     /// The bytes of token `rank`, if it exists.
@@ -83,6 +99,10 @@ impl Vocab {
     /// The rank of `bytes`, if they are one token.
     #[inline(always)]
     pub fn rank(&self, bytes: &[u8]) -> Option<u32> {
+        if let [a, b] = *bytes {
+            let r = self.pairs[pair_index(a, b)];
+            return (r != NO_RANK).then_some(r);
+        }
         if bytes.len() <= SHORT {
             self.short.get(&pack(bytes)).copied()
         } else {
@@ -119,6 +139,24 @@ mod tests {
                 b[..n].copy_from_slice(bytes);
                 b[15] = n as u8;
                 assert_eq!(pack(bytes), u128::from_le_bytes(b), "{bytes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_token_and_every_byte_pair_has_its_rank() {
+        for packed in [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]] {
+            let vocab = Vocab::unpack(packed);
+            let by_bytes: FxHashMap<&[u8], u32> =
+                vocab.tokens.iter().enumerate().map(|(r, &t)| (t, r as u32)).collect();
+            for (rank, &t) in vocab.tokens.iter().enumerate() {
+                assert_eq!(vocab.rank(t), Some(rank as u32), "{t:?}");
+            }
+            // the dense pair table against the token list, absent pairs included
+            for a in 0..=255u8 {
+                for b in 0..=255u8 {
+                    assert_eq!(vocab.rank(&[a, b]), by_bytes.get(&[a, b][..]).copied(), "{a} {b}");
+                }
             }
         }
     }
