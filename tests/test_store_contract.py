@@ -16,6 +16,7 @@ from _redis import redis_cluster, redis_prefix, redis_server, redis_url
 from _store_postgres import pg_schema, postgres_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from windowfit.errors import MessageTypeError
 from windowfit.session import Session
 from windowfit.store import (
     BaseStore,
@@ -439,6 +440,47 @@ def test_finish_without_tool_call_and_with_values(store: BaseStore) -> None:
         "plain",
         "a\nb",
     ]
+
+
+def test_protocol_errors_read_alike_in_every_store(store: BaseStore) -> None:
+    """The stores raise the protocol's errors from one place (store/_common.py): called on the
+    store itself, not through a Session (which checks some first), each store gives the same
+    class, message and fields, sync and async."""
+    s = sid()
+    assert store.save_state(s, {"v": 1}, 0) == 1
+    stale = (
+        f"session {s!r}: state version is 1, not 0: another writer saved first; reload and retry"
+    )
+    with pytest.raises(ConflictError) as err:
+        store.save_state(s, {"v": 2}, 0)
+    assert str(err.value) == stale
+    assert err.value.session_id == s and err.value.current_version == 1
+    with pytest.raises(ConflictError) as aerr:
+        asyncio.run(store.asave_state(s, {"v": 2}, 0))
+    assert str(aerr.value) == stale and aerr.value.current_version == 1
+    reply = {"role": "tool", "tool_call_id": "c", "content": "done"}
+    with pytest.raises(ValueError) as orphan:
+        store.finish_child(s, "done", reply)
+    assert str(orphan.value) == f"session {s!r} is not a sub-agent session"
+    child = sid()
+    assert store.create_child(s, child, task="t", messages=[{"role": "user", "content": "go"}])
+    assert store.finish_child(child, "done", reply) == 0
+    with pytest.raises(ConflictError) as again:
+        store.finish_child(child, "again", reply)
+    assert str(again.value) == f"sub-agent {child!r} is already finished"
+    assert again.value.session_id == child
+    # create_child checks both ids before it encodes a message, and writes nothing on error
+    fresh = sid()
+    with pytest.raises(TypeError, match="session id must be str"):
+        store.create_child(1, fresh, task=None, messages=[object()])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must not be empty"):
+        store.create_child(s, "", task=None, messages=[object()])
+    with pytest.raises(MessageTypeError):
+        store.create_child(s, fresh, task=None, messages=[object()])
+    with pytest.raises(MessageTypeError):
+        store.create_child(s, fresh, task=None, messages=[], meta={"x": object()})
+    assert store.info(fresh) is None
+    assert [c.id for c in store.children(s)] == [child]
 
 
 def test_child_with_explicit_id(store: BaseStore) -> None:

@@ -468,21 +468,21 @@ def ttl_seconds(value: float | timedelta | None) -> float | None:
 
 
 def info_int(value: Any, session_id: str, name: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise StoreCorruptError(
-            f"{name} is not an integer: {value!r}", session_id=session_id
-        ) from None
+    return _info_number(int, "an integer", value, session_id, name)
 
 
 def info_float(value: Any, session_id: str, name: str) -> float:
+    return _info_number(float, "a number", value, session_id, name)
+
+
+def _info_number(
+    convert: Callable[[Any], T], kind: str, value: Any, session_id: str, name: str
+) -> T:
+    """Field ``name`` of a stored session as a number; one that is not was stored corrupt."""
     try:
-        return float(value)
+        return convert(value)
     except (TypeError, ValueError):
-        raise StoreCorruptError(
-            f"{name} is not a number: {value!r}", session_id=session_id
-        ) from None
+        raise StoreCorruptError(f"{name} is not {kind}: {value!r}", session_id=session_id) from None
 
 
 # --------------------------------------------------------------------------- the protocol

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store.base import (
     BaseStore,
-    ConflictError,
     SessionInfo,
     UsageRecord,
     UsageRow,
@@ -19,7 +19,6 @@ from windowfit.store.base import (
     decode_meta,
     decode_state,
     encode_message,
-    encode_meta,
     encode_state,
     new_epoch,
     sort_rows,
@@ -136,12 +135,7 @@ class MemoryStore(BaseStore):
                 self._sessions[session_id].state_version if session_id in self._sessions else 0
             )
             if current != expected_version:
-                raise ConflictError(
-                    f"session {session_id!r}: state version is {current}, not {expected_version}: "
-                    "another writer saved first; reload and retry",
-                    session_id=session_id,
-                    current_version=current,
-                )
+                raise state_conflict(session_id, current, expected_version)
             now = time.time()
             s = self._get_or_create(session_id, now)
             s.state = encoded
@@ -159,11 +153,8 @@ class MemoryStore(BaseStore):
         tool_call_id: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> bool:
-        validate_session_id(parent_id)
-        validate_session_id(child_id)
         now = time.time()
-        encoded = [encode_message(m, now=now) for m in messages]
-        meta_json = encode_meta(meta)
+        encoded, meta_json = encode_child(parent_id, child_id, messages, meta, now)
         with self._lock:
             if child_id in self._sessions:
                 return False
@@ -181,11 +172,9 @@ class MemoryStore(BaseStore):
         with self._lock:
             child = self._sessions.get(child_id)
             if child is None or child.parent_id is None:
-                raise ValueError(f"session {child_id!r} is not a sub-agent session")
+                raise not_a_child(child_id)
             if child.status == "finished":
-                raise ConflictError(
-                    f"sub-agent {child_id!r} is already finished", session_id=child_id
-                )
+                raise already_finished(child_id)
             now = time.time()
             parent = self._get_or_create(child.parent_id, now)
             index = len(parent.records)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
+from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store._postgres_sql import (
     _COLUMNS,
     _INFO,
@@ -41,7 +42,6 @@ from windowfit.store._postgres_sql import (
 from windowfit.store._steps import Operation, StepStore, new_op_id, run_steps
 from windowfit.store.base import (
     SCHEMA_VERSION,
-    ConflictError,
     SessionInfo,
     StoreCorruptError,
     StoreError,
@@ -50,7 +50,6 @@ from windowfit.store.base import (
     decode_messages,
     decode_state,
     encode_message,
-    encode_meta,
     encode_state,
     info_from_row,
     info_int,
@@ -412,12 +411,7 @@ class PostgresStore(StepStore):
             (session_id,),
         )
         if int(current) != expected_version:
-            raise ConflictError(
-                f"session {session_id!r}: state version is {current}, not {expected_version}: "
-                "another writer saved first; reload and retry",
-                session_id=session_id,
-                current_version=int(current),
-            )
+            raise state_conflict(session_id, int(current), expected_version)
         yield (
             "none",
             "UPDATE windowfit_sessions SET state = %s, state_version = %s, updated_at = %s "
@@ -465,10 +459,10 @@ class PostgresStore(StepStore):
             (child_id,),
         )
         if row is None or row[0] is None:
-            raise ValueError(f"session {child_id!r} is not a sub-agent session")
+            raise not_a_child(child_id)
         parent_id, status = row
         if status == "finished":
-            raise ConflictError(f"sub-agent {child_id!r} is already finished", session_id=child_id)
+            raise already_finished(child_id)
         index = yield from self._op_append(parent_id, [record], now)
         yield (
             "none",
@@ -576,9 +570,10 @@ class PostgresStore(StepStore):
             return op
         if name == "create_child":
             parent_id, child_id = args
-            pid, cid = _db(validate_session_id(parent_id)), _db(validate_session_id(child_id))
-            records = [encode_message(m, now=now) for m in kwargs["messages"]]
-            meta_json = encode_meta(kwargs.get("meta"))
+            records, meta_json = encode_child(
+                parent_id, child_id, kwargs["messages"], kwargs.get("meta"), now
+            )
+            pid, cid = _db(parent_id), _db(child_id)
             task, tool_call_id = _db(kwargs["task"]), _db(kwargs.get("tool_call_id"))
             op = self._write(
                 lambda: self._op_create_child(

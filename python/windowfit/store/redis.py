@@ -41,10 +41,10 @@ from collections.abc import Generator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
 from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
 from windowfit.store.base import (
-    ConflictError,
     SessionInfo,
     StoreCorruptError,
     StoreError,
@@ -54,7 +54,6 @@ from windowfit.store.base import (
     decode_meta,
     decode_state,
     encode_message,
-    encode_meta,
     encode_state,
     info_float,
     info_int,
@@ -187,6 +186,12 @@ class RedisStore(StepStore):
     def _opkey(self, session_id: str) -> str:
         return f"{self._tag(session_id)}:op:{new_op_id()}"
 
+    def _keys(self, session_id: str, *kinds: str) -> list[str]:
+        """A script's KEYS for ``session_id``, in the order its header lists them: ``m``, ``h``,
+        ``c`` (its records), ``index`` (its bucket's index), ``op`` (a fresh operation id)."""
+        special = {"index": self._index, "op": self._opkey}
+        return [special[k](session_id) if k in special else self._k(k, session_id) for k in kinds]
+
     def _u(self, rest: str) -> str:
         return f"{self.prefix}:{{u}}:{rest}"
 
@@ -301,13 +306,7 @@ class RedisStore(StepStore):
         if not records:
             (length,) = yield ("pipe", [("LLEN", self._k("m", session_id))])
             return int(length)
-        keys = [
-            self._k("m", session_id),
-            self._k("h", session_id),
-            self._index(session_id),
-            self._opkey(session_id),
-            self._k("c", session_id),
-        ]
+        keys = self._keys(session_id, "m", "h", "index", "op", "c")
         args = [session_id, new_epoch(), self._expire, _OP_TTL, *records]
         start = yield ("script", "append", keys, args)
         return int(start)
@@ -368,12 +367,7 @@ class RedisStore(StepStore):
     ) -> _Op[int]:
         validate_session_id(session_id)
         encoded = encode_state(state)
-        keys = [
-            self._k("h", session_id),
-            self._index(session_id),
-            self._k("m", session_id),
-            self._k("c", session_id),
-        ]
+        keys = self._keys(session_id, "h", "index", "m", "c")
         args = [
             session_id,
             new_epoch(),
@@ -385,12 +379,7 @@ class RedisStore(StepStore):
         ]
         status, version = yield ("script", "save_state", keys, args)
         if int(status) == 1:
-            raise ConflictError(
-                f"session {session_id!r}: state version is {int(version)}, not {expected_version}: "
-                "another writer saved first; reload and retry",
-                session_id=session_id,
-                current_version=int(version),
-            )
+            raise state_conflict(session_id, int(version), expected_version)
         return int(version)
 
     def _op_create_child(
@@ -403,16 +392,9 @@ class RedisStore(StepStore):
         tool_call_id: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> _Op[bool]:
-        validate_session_id(parent_id)
-        validate_session_id(child_id)
         now = time.time()
-        records = [encode_message(m, now=now) for m in messages]
-        keys = [
-            self._k("h", child_id),
-            self._k("m", child_id),
-            self._index(child_id),
-            self._opkey(child_id),
-        ]
+        records, meta_json = encode_child(parent_id, child_id, messages, meta, now)
+        keys = self._keys(child_id, "h", "m", "index", "op")
         args = [
             child_id,
             parent_id,
@@ -421,7 +403,7 @@ class RedisStore(StepStore):
             _OP_TTL,
             task or "",
             tool_call_id or "",
-            encode_meta(meta) or "",
+            meta_json or "",
             *records,
         ]
         created = yield ("script", "create_child", keys, args)
@@ -433,12 +415,7 @@ class RedisStore(StepStore):
         return True
 
     def _op_adopt(self, parent_id: str, child_id: str) -> _Op[None]:
-        keys = [
-            self._k("h", parent_id),
-            self._k("c", parent_id),
-            self._index(parent_id),
-            self._k("m", parent_id),
-        ]
+        keys = self._keys(parent_id, "h", "c", "index", "m")
         yield ("script", "adopt", keys, [parent_id, child_id, new_epoch(), self._expire])
 
     def _op_finish_child(self, child_id: str, result: str, message: Mapping[str, Any]) -> _Op[int]:
@@ -446,17 +423,11 @@ class RedisStore(StepStore):
         (fields,) = yield ("pipe", [("HMGET", self._k("h", child_id), "parent_id", "status")])
         parent, status = fields
         if parent is None:
-            raise ValueError(f"session {child_id!r} is not a sub-agent session")
+            raise not_a_child(child_id)
         if status is not None and _text(status, child_id, "status") == "finished":
-            raise ConflictError(f"sub-agent {child_id!r} is already finished", session_id=child_id)
+            raise already_finished(child_id)
         parent_id = _text(parent, child_id, "parent_id")
-        keys = [
-            self._k("h", parent_id),
-            self._k("m", parent_id),
-            self._index(parent_id),
-            self._opkey(parent_id),
-            self._k("c", parent_id),
-        ]
+        keys = self._keys(parent_id, "h", "m", "index", "op", "c")
         args = [parent_id, child_id, new_epoch(), record, f":{result}", self._expire, _OP_TTL]
         conflict, index, prior = yield ("script", "hand_back", keys, args)
         if int(conflict):
@@ -464,12 +435,12 @@ class RedisStore(StepStore):
             # before marking the child; complete the mark from what the parent recorded
             done_index, _, done_result = _text(prior, parent_id, "done").partition(":")
             yield from self._op_mark_finished(child_id, done_result, done_index)
-            raise ConflictError(f"sub-agent {child_id!r} is already finished", session_id=child_id)
+            raise already_finished(child_id)
         yield from self._op_mark_finished(child_id, result, str(int(index)))
         return int(index)
 
     def _op_mark_finished(self, child_id: str, result: str, index: str) -> _Op[None]:
-        keys = [self._k("h", child_id), self._index(child_id)]
+        keys = self._keys(child_id, "h", "index")
         yield ("script", "mark_finished", keys, [child_id, result, index])
 
     def _op_infos(self, ids: list[str]) -> _Op[list[SessionInfo]]:
@@ -503,12 +474,7 @@ class RedisStore(StepStore):
 
     def _op_delete(self, session_id: str, cutoff: str = "") -> _Op[bool]:
         (parent,) = yield ("pipe", [("HGET", self._k("h", session_id), "parent_id")])
-        keys = [
-            self._k("h", session_id),
-            self._k("m", session_id),
-            self._k("c", session_id),
-            self._index(session_id),
-        ]
+        keys = self._keys(session_id, "h", "m", "c", "index")
         existed = yield ("script", "delete", keys, [session_id, cutoff])
         if int(existed) and parent is not None:
             parent_id = _text(parent, session_id, "parent_id")

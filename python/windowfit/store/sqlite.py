@@ -22,10 +22,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store.base import (
     SCHEMA_VERSION,
     BaseStore,
-    ConflictError,
     SessionInfo,
     StoreCorruptError,
     StoreError,
@@ -34,7 +34,6 @@ from windowfit.store.base import (
     decode_messages,
     decode_state,
     encode_message,
-    encode_meta,
     encode_state,
     info_from_row,
     info_int,
@@ -299,6 +298,12 @@ class SQLiteStore(BaseStore):
         )
 
     @staticmethod
+    def _row(c: sqlite3.Connection, columns: str, session_id: str) -> Any:
+        """The ``columns`` (constant SQL) of session ``session_id``'s row, None if it has none."""
+        sql = f"SELECT {columns} FROM windowfit_sessions WHERE id = ?"
+        return c.execute(sql, (session_id,)).fetchone()
+
+    @staticmethod
     def _next_seq(c: sqlite3.Connection, session_id: str) -> int:
         row = c.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM windowfit_messages WHERE session_id = ?",
@@ -343,9 +348,7 @@ class SQLiteStore(BaseStore):
 
     def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:
         with self._tx(write=False, session_id=session_id) as c:
-            row = c.execute(
-                "SELECT epoch FROM windowfit_sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            row = self._row(c, "epoch", session_id)
             rows = c.execute(
                 "SELECT seq, data FROM windowfit_messages WHERE session_id = ? AND seq >= ? "
                 "ORDER BY seq",
@@ -369,9 +372,7 @@ class SQLiteStore(BaseStore):
 
     def load_state(self, session_id: str) -> tuple[dict[str, Any] | None, int]:
         with self._tx(write=False, session_id=session_id) as c:
-            row = c.execute(
-                "SELECT state, state_version FROM windowfit_sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            row = self._row(c, "state, state_version", session_id)
         if row is None:
             return None, 0
         return decode_state(row[0], session_id), info_int(row[1], session_id, "state_version")
@@ -383,17 +384,10 @@ class SQLiteStore(BaseStore):
         encoded = encode_state(state)
         now = time.time()
         with self._tx(write=True, session_id=session_id) as c:
-            row = c.execute(
-                "SELECT state_version FROM windowfit_sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            row = self._row(c, "state_version", session_id)
             current = 0 if row is None else info_int(row[0], session_id, "state_version")
             if current != expected_version:
-                raise ConflictError(
-                    f"session {session_id!r}: state version is {current}, not {expected_version}: "
-                    "another writer saved first; reload and retry",
-                    session_id=session_id,
-                    current_version=current,
-                )
+                raise state_conflict(session_id, current, expected_version)
             self._touch(c, session_id, now)
             c.execute(
                 "UPDATE windowfit_sessions SET state = ?, state_version = ? WHERE id = ?",
@@ -412,13 +406,10 @@ class SQLiteStore(BaseStore):
         tool_call_id: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> bool:
-        validate_session_id(parent_id)
-        validate_session_id(child_id)
         now = time.time()
-        records = [encode_message(m, now=now) for m in messages]
-        meta_json = encode_meta(meta)
+        records, meta_json = encode_child(parent_id, child_id, messages, meta, now)
         with self._tx(write=True, session_id=child_id) as c:
-            if c.execute("SELECT 1 FROM windowfit_sessions WHERE id = ?", (child_id,)).fetchone():
+            if self._row(c, "1", child_id):
                 return False
             self._touch(c, parent_id, now)
             c.execute(
@@ -435,16 +426,12 @@ class SQLiteStore(BaseStore):
         record = encode_message(message)
         now = time.time()
         with self._tx(write=True, session_id=child_id) as c:
-            row = c.execute(
-                "SELECT parent_id, status FROM windowfit_sessions WHERE id = ?", (child_id,)
-            ).fetchone()
+            row = self._row(c, "parent_id, status", child_id)
             if row is None or row[0] is None:
-                raise ValueError(f"session {child_id!r} is not a sub-agent session")
+                raise not_a_child(child_id)
             parent_id, status = row
             if status == "finished":
-                raise ConflictError(
-                    f"sub-agent {child_id!r} is already finished", session_id=child_id
-                )
+                raise already_finished(child_id)
             self._touch(c, parent_id, now)
             index = self._next_seq(c, parent_id)
             self._insert(c, parent_id, index, [record])
