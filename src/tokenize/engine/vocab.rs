@@ -145,7 +145,9 @@ mod tests {
 
     #[test]
     fn every_token_and_every_byte_pair_has_its_rank() {
-        for packed in [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]] {
+        for packed in
+            [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]]
+        {
             let vocab = Vocab::unpack(packed);
             let by_bytes: FxHashMap<&[u8], u32> =
                 vocab.tokens.iter().enumerate().map(|(r, &t)| (t, r as u32)).collect();
