@@ -188,6 +188,31 @@ def test_create_and_acreate(api: str) -> None:
     assert MessagesAPI.requests[1]["system"] == [{"type": "text", "text": "sys"}]
 
 
+def test_create_and_acreate_are_one_body(api: str) -> None:
+    """The twins send the same fitted request and record alike; only the client differs."""
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 400}
+        for i in range(30)
+    ]
+    kwargs: dict[str, Any] = {"system": "Be brief.", "max_tokens": 64}
+    sync_win = AnthropicWindow(MODEL, counter=wf.Counter(model=MODEL), budget=1500)
+    sync_win.create(
+        anthropic.Anthropic(base_url=api, api_key="t", max_retries=0), history, **kwargs
+    )
+
+    async def main() -> Any:
+        async with anthropic.AsyncAnthropic(base_url=api, api_key="t", max_retries=0) as client:
+            return await async_win.acreate(client, history, **kwargs)
+
+    async_win = AnthropicWindow(MODEL, counter=wf.Counter(model=MODEL), budget=1500)
+    asyncio.run(main())
+    sent_sync, sent_async = MessagesAPI.requests[-2:]
+    assert sent_sync == sent_async
+    assert len(sent_sync["messages"]) < len(history)  # fitted, not sent whole
+    assert sync_win.last_estimate == async_win.last_estimate
+    assert sync_win.counter.calibration == async_win.counter.calibration != 1.0
+
+
 def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
     win = AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
     messages: list[Any] = []

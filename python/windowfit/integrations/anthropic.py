@@ -33,6 +33,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 
 from windowfit.adapters.anthropic import from_anthropic, new_messages
 from windowfit.adapters.canonical import Converted
+from windowfit.store._steps import CallOp, awaitable, blocking, call
 
 __all__ = ["AnthropicWindow", "count_tokens"]
 
@@ -237,7 +238,7 @@ class AnthropicWindow:
             self.counter.calibrate(int(estimate), int(usage["prompt_tokens"]))
         return usage
 
-    def create(
+    def _op_create(
         self,
         client: Any,
         messages: Sequence[Any],
@@ -245,29 +246,26 @@ class AnthropicWindow:
         system: Any = None,
         tools: Iterable[Any] | None = None,
         **kwargs: Any,
-    ) -> Any:
-        """Fit, call ``client.messages.create``, record the usage; returns the response."""
-        response = client.messages.create(
-            **self.request(messages, system=system, tools=tools, **kwargs)
+    ) -> CallOp[Any]:
+        """Fit, call ``client.messages.create``, record the usage; returns the response
+        (``acreate``: the same with an ``AsyncAnthropic`` client)."""
+        response = yield call(
+            self, "_send", client, self.request(messages, system=system, tools=tools, **kwargs)
         )
         self.record(response)
         return response
 
-    async def acreate(
-        self,
-        client: Any,
-        messages: Sequence[Any],
-        *,
-        system: Any = None,
-        tools: Iterable[Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """:meth:`create` with an ``AsyncAnthropic`` client."""
-        response = await client.messages.create(
-            **self.request(messages, system=system, tools=tools, **kwargs)
-        )
-        self.record(response)
-        return response
+    # One body: only sending the request differs (an AsyncAnthropic's create is awaited).
+    create = blocking(_op_create)
+    acreate = awaitable(_op_create)
+
+    @staticmethod
+    def _send(client: Any, request: dict[str, Any]) -> Any:
+        return client.messages.create(**request)
+
+    @staticmethod
+    async def _asend(client: Any, request: dict[str, Any]) -> Any:
+        return await client.messages.create(**request)
 
 
 def _join_system(system: Any, extra: list[Any]) -> Any:
