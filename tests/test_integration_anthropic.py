@@ -240,3 +240,29 @@ def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
     )
     with pytest.raises(ValueError):
         AnthropicWindow(MODEL).prepare(messages)
+
+
+def test_prepare_and_aprepare_are_one_body() -> None:
+    """Same history, same state in: the twins give the same system, window and state."""
+    messages: list[Any] = []
+    for i in range(40):
+        messages += [
+            {"role": "user", "content": f"question {i}: " + file_text(str(i))[:600]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+        ]
+    messages.append({"role": "user", "content": "last question"})
+
+    def window() -> AnthropicWindow:
+        return AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
+
+    sync_win, async_win = window(), window()
+    sync = sync_win.prepare(messages, system="Be brief.")
+    asyn = asyncio.run(async_win.aprepare(messages, system="Be brief."))
+    assert sync[0] == asyn[0] and sync[1] == asyn[1]
+    assert sync[2]["summary"] == asyn[2]["summary"]
+    assert sync_win.last_estimate == async_win.last_estimate
+    assert sync_win.last_stats == async_win.last_stats
+    with pytest.raises(ValueError, match="^prepare needs a manager"):
+        AnthropicWindow(MODEL).prepare(messages)
+    with pytest.raises(ValueError, match="^aprepare needs a manager"):
+        asyncio.run(AnthropicWindow(MODEL).aprepare(messages))

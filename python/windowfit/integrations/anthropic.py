@@ -145,37 +145,37 @@ class AnthropicWindow:
         self.last_estimate = int(r.tokens) + int(self.counter.count_tools(_tools(tools)))
         return conv.select(r.kept)
 
-    def prepare(
+    def _op_prepare(
         self,
         messages: Sequence[Any],
         *,
         system: Any = None,
         tools: Iterable[Any] | None = None,
         state: Any = None,
-    ) -> tuple[Any, list[Any], Any]:
+    ) -> CallOp[tuple[Any, list[Any], Any]]:
         """``(system, messages, state)`` through the ContextManager: the summary joins
         ``system`` (Anthropic has no system role in ``messages``), the window keeps the caller's
-        messages, truncated tool results are copies."""
-        if self.manager is None:
-            raise ValueError("prepare needs a manager: AnthropicWindow(model, summarize=True)")
-        conv = from_anthropic(messages, system)
-        p = self.manager.prepare(conv.messages, state=state, tools=_tools(tools))
+        messages, truncated tool results are copies (``aprepare``: an LLM summarizer is
+        awaited)."""
+        conv, p = yield call(self, "_prepared", messages, system, state, _tools(tools))
         return self._split(conv, p, system, tools)
 
-    async def aprepare(
-        self,
-        messages: Sequence[Any],
-        *,
-        system: Any = None,
-        tools: Iterable[Any] | None = None,
-        state: Any = None,
-    ) -> tuple[Any, list[Any], Any]:
-        """Async :meth:`prepare` (an LLM summarizer is awaited)."""
+    # One body: only the manager's prepare differs (awaited in aprepare).
+    prepare = blocking(_op_prepare)
+    aprepare = awaitable(_op_prepare)
+
+    def _converted(self, method: str, messages: Sequence[Any], system: Any) -> Converted[Any]:
         if self.manager is None:
-            raise ValueError("aprepare needs a manager: AnthropicWindow(model, summarize=True)")
-        conv = from_anthropic(messages, system)
-        p = await self.manager.aprepare(conv.messages, state=state, tools=_tools(tools))
-        return self._split(conv, p, system, tools)
+            raise ValueError(f"{method} needs a manager: AnthropicWindow(model, summarize=True)")
+        return from_anthropic(messages, system)
+
+    def _prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
+        conv = self._converted("prepare", messages, system)
+        return conv, self.manager.prepare(conv.messages, state=state, tools=tools)
+
+    async def a_prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
+        conv = self._converted("aprepare", messages, system)
+        return conv, await self.manager.aprepare(conv.messages, state=state, tools=tools)
 
     def _split(
         self, conv: Converted[Any], p: Any, system: Any, tools: Any
