@@ -264,7 +264,7 @@ class AnthropicWindow:
         return client.messages.create(**request)
 
     @staticmethod
-    async def _asend(client: Any, request: dict[str, Any]) -> Any:
+    async def a_send(client: Any, request: dict[str, Any]) -> Any:
         return await client.messages.create(**request)
 
 

@@ -215,7 +215,7 @@ class LLMSummarizer(TwinSummarizer):
                 )
             return self._sync_client
 
-    async def _acreate(self, kwargs: dict[str, Any]) -> Any:
+    async def a_create(self, kwargs: dict[str, Any]) -> Any:
         if self._async_client is not None:
             client = self._async_client
         elif not self._own_clients:
