@@ -164,18 +164,21 @@ class AnthropicWindow:
     prepare = blocking(_op_prepare)
     aprepare = awaitable(_op_prepare)
 
-    def _converted(self, method: str, messages: Sequence[Any], system: Any) -> Converted[Any]:
+    def _converted(
+        self, method: str, messages: Sequence[Any], system: Any
+    ) -> tuple[Any, Converted[Any]]:
+        """The manager and the canonical messages; ``method`` names the twin in the error."""
         if self.manager is None:
             raise ValueError(f"{method} needs a manager: AnthropicWindow(model, summarize=True)")
-        return from_anthropic(messages, system)
+        return self.manager, from_anthropic(messages, system)
 
     def _prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
-        conv = self._converted("prepare", messages, system)
-        return conv, self.manager.prepare(conv.messages, state=state, tools=tools)
+        manager, conv = self._converted("prepare", messages, system)
+        return conv, manager.prepare(conv.messages, state=state, tools=tools)
 
     async def a_prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
-        conv = self._converted("aprepare", messages, system)
-        return conv, await self.manager.aprepare(conv.messages, state=state, tools=tools)
+        manager, conv = self._converted("aprepare", messages, system)
+        return conv, await manager.aprepare(conv.messages, state=state, tools=tools)
 
     def _split(
         self, conv: Converted[Any], p: Any, system: Any, tools: Any
