@@ -68,6 +68,8 @@ class TwinSummarizer:
 
     __call__ = blocking(_op_summarize)
     asummarize = awaitable(_op_summarize)
+    # `blocking` names the sync twin after the operation; this one is the call itself.
+    __call__.__name__, __call__.__qualname__ = "__call__", "TwinSummarizer.__call__"
 
 
 # ---------------------------------------------------------------------------------------------
