@@ -188,6 +188,31 @@ def test_create_and_acreate(api: str) -> None:
     assert MessagesAPI.requests[1]["system"] == [{"type": "text", "text": "sys"}]
 
 
+def test_create_and_acreate_are_one_body(api: str) -> None:
+    """The twins send the same fitted request and record alike; only the client differs."""
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * 400}
+        for i in range(30)
+    ]
+    kwargs: dict[str, Any] = {"system": "Be brief.", "max_tokens": 64}
+    sync_win = AnthropicWindow(MODEL, counter=wf.Counter(model=MODEL), budget=1500)
+    sync_win.create(
+        anthropic.Anthropic(base_url=api, api_key="t", max_retries=0), history, **kwargs
+    )
+
+    async def main() -> Any:
+        async with anthropic.AsyncAnthropic(base_url=api, api_key="t", max_retries=0) as client:
+            return await async_win.acreate(client, history, **kwargs)
+
+    async_win = AnthropicWindow(MODEL, counter=wf.Counter(model=MODEL), budget=1500)
+    asyncio.run(main())
+    sent_sync, sent_async = MessagesAPI.requests[-2:]
+    assert sent_sync == sent_async
+    assert len(sent_sync["messages"]) < len(history)  # fitted, not sent whole
+    assert sync_win.last_estimate == async_win.last_estimate
+    assert sync_win.counter.calibration == async_win.counter.calibration != 1.0
+
+
 def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
     win = AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
     messages: list[Any] = []
@@ -215,3 +240,32 @@ def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
     )
     with pytest.raises(ValueError):
         AnthropicWindow(MODEL).prepare(messages)
+
+
+def test_prepare_and_aprepare_are_one_body() -> None:
+    """Same history, same state in: the twins give the same system, window and state."""
+    messages: list[Any] = []
+    for i in range(40):
+        messages += [
+            {"role": "user", "content": f"question {i}: " + file_text(str(i))[:600]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+        ]
+    messages.append({"role": "user", "content": "last question"})
+
+    def window() -> AnthropicWindow:
+        return AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
+
+    sync_win, async_win = window(), window()
+    sync = sync_win.prepare(messages, system="Be brief.")
+    asyn = asyncio.run(async_win.aprepare(messages, system="Be brief."))
+    assert sync[0] == asyn[0] and sync[1] == asyn[1]
+    assert sync[2]["summary"] == asyn[2]["summary"]
+    assert sync_win.last_estimate == async_win.last_estimate
+    timings = {k for k in sync_win.last_stats if k.endswith("_ms")}
+    assert {k: v for k, v in sync_win.last_stats.items() if k not in timings} == {
+        k: v for k, v in async_win.last_stats.items() if k not in timings
+    }
+    with pytest.raises(ValueError, match="^prepare needs a manager"):
+        AnthropicWindow(MODEL).prepare(messages)
+    with pytest.raises(ValueError, match="^aprepare needs a manager"):
+        asyncio.run(AnthropicWindow(MODEL).aprepare(messages))

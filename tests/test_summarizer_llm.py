@@ -132,6 +132,26 @@ def test_unusable_answers_raise_summary_error(srv: ChatServer, action: Reply, me
         _summarize(_summarizer(srv))
 
 
+@pytest.mark.parametrize("language", [None, "zh"])
+def test_sync_and_async_twins_send_the_same_request(srv: ChatServer, language: str | None) -> None:
+    """``__call__`` and ``asummarize`` are one operation: same request, same answer, same error."""
+    s = _summarizer(srv, language=language)
+    previous = "## Goal\n- grade the exports"
+    srv.script(Reply("<think>x</think> summary"), Reply("<think>x</think> summary"))
+    sync = s(MESSAGES, previous_summary=previous, target_tokens=80, language="en")
+    asyn = asyncio.run(
+        s.asummarize(MESSAGES, previous_summary=previous, target_tokens=80, language="en")
+    )
+    assert sync == asyn == "summary"
+    first, second = srv.chat_requests
+    assert first["body"] == second["body"]
+    srv.script(Reply("cut", finish_reason="length"), Reply("cut", finish_reason="length"))
+    with pytest.raises(SummaryError, match="cut off"):
+        _summarize(s)
+    with pytest.raises(SummaryError, match="cut off"):
+        asyncio.run(s.asummarize(MESSAGES, previous_summary="", target_tokens=120))
+
+
 def test_reasoning_blocks_are_stripped(srv: ChatServer) -> None:
     srv.script(Reply("<think>let me think about C-4821</think>\n## Goal\n- the real summary"))
     assert _summarize(_summarizer(srv)) == "## Goal\n- the real summary"

@@ -13,20 +13,14 @@ the total, before the same limits apply.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
 import math
 import os
-import re
-import tempfile
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +37,14 @@ from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     pick_key_fields,
 )
 from windowfit.counting import Counter, resolve_counter
+from windowfit.observation_files import MAX_NAME_CHARS as MAX_NAME_CHARS  # re-exported
+from windowfit.observation_files import (  # safe_file_stem: re-exported
+    _content_name,
+    _unique_name,
+    _valid_utf8,
+    _write_atomic,
+    safe_file_stem,
+)
 from windowfit.truncation import (
     DEFAULT_DIRECTION,
     DIRECTIONS,
@@ -58,8 +60,6 @@ __all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file
 logger = logging.getLogger(__name__)
 
 
-#: Longest tool-name part of a saved file's name (the suffix adds ~40 characters).
-MAX_NAME_CHARS = 64
 #: Outputs up to this size are counted before they are cut (a second pass is cheap there).
 _COUNT_FIRST_BYTES = 256 << 10
 #: Above this size ``atruncate`` also moves the cutting off the event loop.
@@ -112,62 +112,6 @@ class _Limits:
         if any(v is not None and v < 0 for v in (t, ln, b)):
             return None
         return _Limits(t, ln, b)
-
-
-# --------------------------------------------------------------------------- saving
-
-
-def safe_file_stem(tool_name: str) -> str:
-    """A file-name part from a tool name: ``[A-Za-z0-9._-]`` only, no leading dots (no
-    ``..``, no hidden files), at most ``MAX_NAME_CHARS``; ``"tool"`` when nothing is left."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", tool_name)
-    stem = stem.lstrip("._-")[:MAX_NAME_CHARS].rstrip("._-")
-    return stem or "tool"
-
-
-def _unique_name(tool_name: str, suffix: str) -> str:
-    # timestamp for humans, uuid4 so two calls in the same microsecond never collide
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    return f"{safe_file_stem(tool_name)}-{stamp}-{uuid.uuid4().hex[:12]}{suffix}"
-
-
-def _content_name(tool_name: str, output: str, suffix: str) -> str:
-    """A name fixed by the output: the same output always gets the same file, so a window that
-    shows it again (in this process or the next) names the same path and writes nothing."""
-    digest = hashlib.sha256(output.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    return f"{safe_file_stem(tool_name)}-{digest}{suffix}"
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _valid_utf8(text: str) -> tuple[str, int]:
-    """``text`` with each surrogate code point (never valid UTF-8) as U+FFFD, and how many.
-
-    Both take 3 bytes in UTF-8, so byte and character offsets into the saved file stay those
-    of the output as the preview measured it.
-    """
-    return _SURROGATE.subn("\ufffd", text)
-
-
-def _write_atomic(directory: Path, name: str, text: str) -> Path:
-    """Write ``text`` to ``directory/name`` all at once: a temporary file in the same
-    directory, fsynced, then renamed, so a reader never sees a partial file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        # newline="" keeps "\r\n" and "\n" as they were: offsets into the file stay exact
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        final = directory / name
-        os.replace(tmp, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return final
 
 
 # --------------------------------------------------------------------------- the truncator

@@ -8,6 +8,7 @@ mod errors;
 mod fit;
 mod light;
 mod messages;
+mod text;
 mod truncate;
 
 use pyo3::prelude::*;

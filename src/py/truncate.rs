@@ -6,7 +6,7 @@ use super::count::PyCounter;
 use super::errors::guarded;
 use pyo3::types::PyString;
 
-use super::messages::{extract_text, text_from_str};
+use super::text::{extract_text, text_from_str};
 use crate::truncate::{self, Direction, Limits, TruncateOptions};
 
 /// The fields of `windowfit.Truncation`, with `head_end` / `tail_start` in characters.

@@ -166,15 +166,7 @@ class Windows(ToolOutputs):
 
     def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
         try:
-            max_messages, max_turns = self._caps(view)
-            r = fit(
-                view.messages,
-                budget,
-                counter=self.counter,
-                pinned=view.pinned,
-                max_messages=max_messages,
-                max_turns=max_turns,
-            )
+            r = self._fit_view(view, budget)
         except BudgetError:
             if raise_errors or not view.pinned:
                 raise
@@ -190,17 +182,21 @@ class Windows(ToolOutputs):
         """
         if r.stats["stop_reason"] != "start_on_user":
             return r
+        whole = self._fit_view(view, budget, start_on=None)
+        return whole if whole.stats["stop_reason"] == "all_fit" else r
+
+    def _fit_view(self, view: View, budget: int, **options: Any) -> Any:
+        """``fit`` of the view with its pins and the configured caps (both fits of a turn)."""
         max_messages, max_turns = self._caps(view)
-        whole = fit(
+        return fit(
             view.messages,
             budget,
             counter=self.counter,
             pinned=view.pinned,
-            start_on=None,
             max_messages=max_messages,
             max_turns=max_turns,
+            **options,
         )
-        return whole if whole.stats["stop_reason"] == "all_fit" else r
 
     def _caps(self, view: View) -> tuple[int | None, int | None]:
         """The message and turn caps for fitting ``view``: they count the conversation, so the

@@ -33,6 +33,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 
 from windowfit.adapters.anthropic import from_anthropic, new_messages
 from windowfit.adapters.canonical import Converted
+from windowfit.store._steps import CallOp, awaitable, blocking, call
 
 __all__ = ["AnthropicWindow", "count_tokens"]
 
@@ -144,37 +145,40 @@ class AnthropicWindow:
         self.last_estimate = int(r.tokens) + int(self.counter.count_tools(_tools(tools)))
         return conv.select(r.kept)
 
-    def prepare(
+    def _op_prepare(
         self,
         messages: Sequence[Any],
         *,
         system: Any = None,
         tools: Iterable[Any] | None = None,
         state: Any = None,
-    ) -> tuple[Any, list[Any], Any]:
+    ) -> CallOp[tuple[Any, list[Any], Any]]:
         """``(system, messages, state)`` through the ContextManager: the summary joins
         ``system`` (Anthropic has no system role in ``messages``), the window keeps the caller's
-        messages, truncated tool results are copies."""
-        if self.manager is None:
-            raise ValueError("prepare needs a manager: AnthropicWindow(model, summarize=True)")
-        conv = from_anthropic(messages, system)
-        p = self.manager.prepare(conv.messages, state=state, tools=_tools(tools))
+        messages, truncated tool results are copies (``aprepare``: an LLM summarizer is
+        awaited)."""
+        conv, p = yield call(self, "_prepared", messages, system, state, _tools(tools))
         return self._split(conv, p, system, tools)
 
-    async def aprepare(
-        self,
-        messages: Sequence[Any],
-        *,
-        system: Any = None,
-        tools: Iterable[Any] | None = None,
-        state: Any = None,
-    ) -> tuple[Any, list[Any], Any]:
-        """Async :meth:`prepare` (an LLM summarizer is awaited)."""
+    # One body: only the manager's prepare differs (awaited in aprepare).
+    prepare = blocking(_op_prepare)
+    aprepare = awaitable(_op_prepare)
+
+    def _converted(
+        self, method: str, messages: Sequence[Any], system: Any
+    ) -> tuple[Any, Converted[Any]]:
+        """The manager and the canonical messages; ``method`` names the twin in the error."""
         if self.manager is None:
-            raise ValueError("aprepare needs a manager: AnthropicWindow(model, summarize=True)")
-        conv = from_anthropic(messages, system)
-        p = await self.manager.aprepare(conv.messages, state=state, tools=_tools(tools))
-        return self._split(conv, p, system, tools)
+            raise ValueError(f"{method} needs a manager: AnthropicWindow(model, summarize=True)")
+        return self.manager, from_anthropic(messages, system)
+
+    def _prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
+        manager, conv = self._converted("prepare", messages, system)
+        return conv, manager.prepare(conv.messages, state=state, tools=tools)
+
+    async def a_prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
+        manager, conv = self._converted("aprepare", messages, system)
+        return conv, await manager.aprepare(conv.messages, state=state, tools=tools)
 
     def _split(
         self, conv: Converted[Any], p: Any, system: Any, tools: Any
@@ -237,7 +241,7 @@ class AnthropicWindow:
             self.counter.calibrate(int(estimate), int(usage["prompt_tokens"]))
         return usage
 
-    def create(
+    def _op_create(
         self,
         client: Any,
         messages: Sequence[Any],
@@ -245,29 +249,26 @@ class AnthropicWindow:
         system: Any = None,
         tools: Iterable[Any] | None = None,
         **kwargs: Any,
-    ) -> Any:
-        """Fit, call ``client.messages.create``, record the usage; returns the response."""
-        response = client.messages.create(
-            **self.request(messages, system=system, tools=tools, **kwargs)
+    ) -> CallOp[Any]:
+        """Fit, call ``client.messages.create``, record the usage; returns the response
+        (``acreate``: the same with an ``AsyncAnthropic`` client)."""
+        response = yield call(
+            self, "_send", client, self.request(messages, system=system, tools=tools, **kwargs)
         )
         self.record(response)
         return response
 
-    async def acreate(
-        self,
-        client: Any,
-        messages: Sequence[Any],
-        *,
-        system: Any = None,
-        tools: Iterable[Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """:meth:`create` with an ``AsyncAnthropic`` client."""
-        response = await client.messages.create(
-            **self.request(messages, system=system, tools=tools, **kwargs)
-        )
-        self.record(response)
-        return response
+    # One body: only sending the request differs (an AsyncAnthropic's create is awaited).
+    create = blocking(_op_create)
+    acreate = awaitable(_op_create)
+
+    @staticmethod
+    def _send(client: Any, request: dict[str, Any]) -> Any:
+        return client.messages.create(**request)
+
+    @staticmethod
+    async def a_send(client: Any, request: dict[str, Any]) -> Any:
+        return await client.messages.create(**request)
 
 
 def _join_system(system: Any, extra: list[Any]) -> Any:

@@ -1,4 +1,5 @@
-"""What every summarizer shares: the protocol, its error, and language detection."""
+"""What every summarizer shares: the protocol, its error, language detection, and the one body
+of a summarizer's sync and async twins."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 from windowfit.counting import Counter
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
+from windowfit.store._steps import CallOp, awaitable, blocking
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +36,40 @@ class Summarizer(Protocol):
 
 class SummaryError(WindowfitError, RuntimeError):
     """A summarizer produced no usable summary (empty, cut off, refused, malformed)."""
+
+
+class TwinSummarizer:
+    """A summarizer whose ``__call__`` and ``asummarize`` are one operation.
+
+    The protocol's signature and the choice of summary language are written once here; a
+    subclass writes `_summary` as an operation (`windowfit.store._steps`) that yields the one
+    call that differs between the twins (the LLM request), or none when it runs in-process.
+    """
+
+    #: The language the summarizer was built with; None follows the call, then the conversation.
+    language: str | None
+
+    def _op_summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous_summary: str = "",
+        target_tokens: int = 400,
+        language: str | None = None,
+    ) -> CallOp[str]:
+        lang = self.language or (language if language in ("zh", "en") else None)
+        lang = lang or _conversation_language(messages, previous_summary)
+        return (yield from self._summary(messages, previous_summary, target_tokens, lang))
+
+    def _summary(
+        self, messages: Sequence[Message], previous_summary: str, target_tokens: int, language: str
+    ) -> CallOp[str]:
+        raise NotImplementedError
+
+    __call__ = blocking(_op_summarize)
+    asummarize = awaitable(_op_summarize)
+    # `blocking` names the sync twin after the operation; this one is the call itself.
+    __call__.__name__, __call__.__qualname__ = "__call__", "TwinSummarizer.__call__"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from windowfit.summarize.base import Message, SummaryError, _conversation_language
+from windowfit.store._steps import CallOp, call
+from windowfit.summarize.base import Message, SummaryError, TwinSummarizer
 from windowfit.summarize.prompts import build_summary_prompt
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def _env(name: str) -> str | None:
     return value if value not in (None, "") else None
 
 
-class LLMSummarizer:
+class LLMSummarizer(TwinSummarizer):
     """Summaries from any OpenAI-compatible chat-completions endpoint (official ``openai`` SDK).
 
     ``client`` may be an ``openai.OpenAI`` or ``openai.AsyncOpenAI``; otherwise one is made
@@ -137,15 +138,13 @@ class LLMSummarizer:
         messages: Sequence[Message],
         previous_summary: str,
         target_tokens: int,
-        language: str | None,
+        language: str,
     ) -> dict[str, Any]:
-        lang = self.language or (language if language in ("zh", "en") else None)
-        lang = lang or _conversation_language(messages, previous_summary)
         prompt = build_summary_prompt(
             messages,
             previous_summary=previous_summary,
             target_tokens=target_tokens,
-            language=lang,
+            language=language,
             max_chars_per_message=self.max_chars_per_message,
         )
         # Room for the model to overshoot a little; a longer answer is cut and then rejected.
@@ -182,18 +181,18 @@ class LLMSummarizer:
 
     # -- protocol -------------------------------------------------------------------------------
 
-    def __call__(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        kwargs = self._request(messages, previous_summary, target_tokens, language)
-        client = self._sync_client or self._sync_twin()
-        response = client.chat.completions.create(**kwargs)
+    def _summary(
+        self, messages: Sequence[Message], previous_summary: str, target_tokens: int, language: str
+    ) -> CallOp[str]:
+        # The request and the answer's checks are the twins' shared body; only sending differs.
+        response = yield call(
+            self, "_create", self._request(messages, previous_summary, target_tokens, language)
+        )
         return self._answer(response)
+
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        client = self._sync_client or self._sync_twin()
+        return client.chat.completions.create(**kwargs)
 
     def _sync_twin(self) -> Any:
         """A sync client configured like the given async one, for sync calls.
@@ -216,29 +215,16 @@ class LLMSummarizer:
                 )
             return self._sync_client
 
-    async def asummarize(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        kwargs = self._request(messages, previous_summary, target_tokens, language)
-        return await self._acreate(kwargs)
-
-    async def _acreate(self, kwargs: dict[str, Any]) -> str:
+    async def a_create(self, kwargs: dict[str, Any]) -> Any:
         if self._async_client is not None:
             client = self._async_client
         elif not self._own_clients:
             # Only a user-supplied sync client: keep the event loop free with a worker thread.
             sync_client: Any = self._sync_client
-            response = await asyncio.to_thread(sync_client.chat.completions.create, **kwargs)
-            return self._answer(response)
+            return await asyncio.to_thread(sync_client.chat.completions.create, **kwargs)
         else:
             client = self._loop_client()
-        response = await client.chat.completions.create(**kwargs)
-        return self._answer(response)
+        return await client.chat.completions.create(**kwargs)
 
     def _loop_client(self) -> Any:
         # An AsyncOpenAI's connection pool belongs to one event loop; keep one per loop.

@@ -43,7 +43,8 @@ from typing import Any
 
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
-from windowfit.summarize.base import _clip, _conversation_language, estimator
+from windowfit.store._steps import CallOp
+from windowfit.summarize.base import TwinSummarizer, _clip, estimator
 from windowfit.summarize.patterns import (
     _CODE_BLOCK_RE,
     _CUE_RE,
@@ -282,7 +283,7 @@ _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.45}
 _ID_SEP = "; "
 
 
-class SalienceSummarizer:
+class SalienceSummarizer(TwinSummarizer):
     """Offline, deterministic, incremental summarizer ranking sentences by salience.
 
     ``counter`` (a ``windowfit.Counter``) measures the target exactly; without one a slightly
@@ -335,34 +336,13 @@ class SalienceSummarizer:
 
     # -- protocol -------------------------------------------------------------------------------
 
-    def __call__(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        lang = self.language or (language if language in ("zh", "en") else None)
-        lang = lang or _conversation_language(messages, previous_summary)
+    def _summary(
+        self, messages: Sequence[Message], previous_summary: str, target_tokens: int, language: str
+    ) -> CallOp[str]:
+        yield from ()  # in-process: no call differs between the twins
         lines = self._parse_previous(previous_summary or "")
         lines.extend(self._extract(messages, has_goal=any(x.section == "goal" for x in lines)))
-        return self._compose(lines, max(16, int(target_tokens)), lang)
-
-    async def asummarize(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str = "",
-        target_tokens: int = 400,
-        language: str | None = None,
-    ) -> str:
-        return self(
-            messages,
-            previous_summary=previous_summary,
-            target_tokens=target_tokens,
-            language=language,
-        )
+        return self._compose(lines, max(16, int(target_tokens)), language)
 
     def _tokens(self, text: str) -> int:
         if self.counter is not None:
