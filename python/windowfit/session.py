@@ -5,7 +5,7 @@ so several workers holding handles on the same id see one history. Reads are inc
 handle caches what it has read and fetches only newer messages (history is append-only).
 
 Each operation is written once, as a generator of store and manager calls
-(``windowfit.store._steps``): the sync method makes the calls, its ``a``-prefixed twin awaits
+(``windowfit._twins``): the sync method makes the calls, its ``a``-prefixed twin awaits
 them. The per-consumer state record is `windowfit.session_state`, summaries made after the
 reply `windowfit.session_summaries`, sub-agents `windowfit.session_children`.
 """
@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.counting import Counter
 from windowfit.errors import InvalidMessageError, MessageTypeError
 from windowfit.messages import copy_json
@@ -30,7 +31,6 @@ from windowfit.session_state import (
     with_consumer_state,
 )
 from windowfit.session_summaries import HookWhen, SummaryJobs
-from windowfit.store._steps import CallOp, awaitable, blocking, call
 from windowfit.store.base import (
     BaseStore,
     ConflictError,

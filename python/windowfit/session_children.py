@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.messages import content_text
-from windowfit.store._steps import CallOp, awaitable, blocking, call
 from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from windowfit._twins import CallOp, arun_calls, call, run_calls
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import tool_units
 from windowfit.session_state import consumer_name, own_state, record_after
-from windowfit.store._steps import CallOp, arun_calls, call, run_calls
 from windowfit.store.base import ConflictError, to_plain_message
 
 __all__ = ["HookWhen", "SummaryJobs", "background", "ends_turn", "summarize_op"]

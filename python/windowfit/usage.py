@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
+from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.errors import WindowfitError
 from windowfit.models import model_family
 from windowfit.provider_usage import extract_usage
-from windowfit.store._steps import CallOp, awaitable, blocking, call
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
 
 __all__ = [

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.context.budget import Budget
 from windowfit.context.plan import Outcome, Plan
 from windowfit.context.planner import Planner
@@ -21,7 +22,6 @@ from windowfit.context.state import now
 from windowfit.context.stats import Stats
 from windowfit.context.strategy import choose_strategy
 from windowfit.messages import SYSTEM_ROLES, fingerprint
-from windowfit.store._steps import CallOp, awaitable, blocking, call
 
 __all__ = ["ContextManager", "Prepared"]
 

@@ -31,9 +31,9 @@ try:
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("anthropic", "anthropic", _exc) from _exc
 
+from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.adapters.anthropic import from_anthropic, new_messages
 from windowfit.adapters.canonical import Converted
-from windowfit.store._steps import CallOp, awaitable, blocking, call
 
 __all__ = ["AnthropicWindow", "count_tokens"]
 

@@ -9,10 +9,10 @@ import re
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from windowfit._twins import CallOp, awaitable, blocking
 from windowfit.counting import Counter
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
-from windowfit.store._steps import CallOp, awaitable, blocking
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class TwinSummarizer:
     """A summarizer whose ``__call__`` and ``asummarize`` are one operation.
 
     The protocol's signature and the choice of summary language are written once here; a
-    subclass writes `_summary` as an operation (`windowfit.store._steps`) that yields the one
+    subclass writes `_summary` as an operation (`windowfit._twins`) that yields the one
     call that differs between the twins (the LLM request), or none when it runs in-process.
     """
 

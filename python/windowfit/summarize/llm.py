@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from windowfit.store._steps import CallOp, call
+from windowfit._twins import CallOp, call
 from windowfit.summarize.base import Message, SummaryError, TwinSummarizer
 from windowfit.summarize.prompts import build_summary_prompt
 

@@ -41,9 +41,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from windowfit._twins import CallOp
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
-from windowfit.store._steps import CallOp
 from windowfit.summarize.base import TwinSummarizer, _clip, estimator
 from windowfit.summarize.patterns import (
     _CODE_BLOCK_RE,
