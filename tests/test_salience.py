@@ -294,9 +294,15 @@ def test_never_over_target_and_never_invents_text(
         # a CJK fragment after a Latin sentence keeps the space it had (hypothesis found this)
         ("Biscuit Biscuit . 上海", "Biscuit Biscuit . 上海"),
         # a dropped fragment ("ok.") between two joined sentences stays in the joined line
-        ("We met Anna in Lisbon on Monday. ok. 她很好。", "We met Anna in Lisbon on Monday. ok. 她很好。"),
+        (
+            "We met Anna in Lisbon on Monday. ok. 她很好。",
+            "We met Anna in Lisbon on Monday. ok. 她很好。",
+        ),
         # a pronoun sentence on its own line joins its antecedent with one space
-        ("We adopted a ferret.\n\nThey named him   Marzipan.", "We adopted a ferret. They named him Marzipan."),
+        (
+            "We adopted a ferret.\n\nThey named him   Marzipan.",
+            "We adopted a ferret. They named him Marzipan.",
+        ),
         ("我们养了一只雪貂。她叫小面包。", "我们养了一只雪貂。她叫小面包。"),
     ],
 )
