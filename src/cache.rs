@@ -274,7 +274,7 @@ impl CountCache {
 /// call, and each would take a large share of the table's bytes.
 pub const FRONT_MAX_LEN: usize = 1024;
 /// Slots of a thread's front table (4 per set): room for the tens of thousands of short
-/// texts an agent re-counts, at 32 bytes a slot (1 MiB, touched only as it fills).
+/// texts an agent re-counts, at 16 bytes a slot (512 KiB, touched only as it fills).
 pub const FRONT_SLOTS: usize = 1 << 15;
 /// Bytes of text a thread's front table holds at most by default; when full it starts over
 /// empty. [`set_front_bytes`] changes it (0 turns the front tables off).
@@ -304,23 +304,40 @@ pub fn front_stats() -> (usize, usize) {
     })
 }
 
+/// One way of a set: 16 bytes, so a set of four is one cache line. The owning cache's stamp
+/// is kept in the arena, just before the text, where the byte comparison reads anyway: a
+/// stamp small enough to fit here could wrap and match a stale entry.
 #[derive(Clone, Copy, Default)]
+#[repr(C)]
 struct Slot {
-    hash: u64,
-    /// The owning cache's stamp when stored; 0 for an empty slot.
-    stamp: u64,
+    /// The caller's hash, high half (the low bits chose the set): most misses end here.
+    tag: u32,
+    /// Where the entry starts in the arena: 8 bytes of stamp, then `len` bytes of text.
     start: u32,
-    len: u32,
     count: u32,
+    /// Text bytes, at most [`FRONT_MAX_LEN`]; 0 marks an empty slot.
+    len: u16,
 }
 
-/// A set-associative table of (hash, cache stamp, text) -> count, with the texts' bytes in
-/// one arena. Replaced entries leave their bytes behind until the arena is full; then the
-/// whole table starts over, so its memory never passes `slots * 32 + bytes`.
+/// A set of [`FRONT_WAYS`] slots on one 64-byte line: a lookup touches one line of the table.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Set([Slot; FRONT_WAYS]);
+
+const _: () = assert!(std::mem::size_of::<Set>() == 64 && FRONT_MAX_LEN <= u16::MAX as usize);
+
+/// Arena bytes an entry takes besides its text: the stamp.
+const STAMP_BYTES: usize = 8;
+
+/// A set-associative table of (hash, cache stamp, text) -> count, with the stamps and texts
+/// in one arena. Replaced entries leave their bytes behind until the arena is full; then the
+/// whole table starts over, so its memory never passes `slots * 16 + bytes`.
 pub struct FrontTable {
-    slots: Vec<Slot>,
+    sets: Vec<Set>,
     arena: Vec<u8>,
-    sets: usize,
+    /// Stamp bytes in the arena (reported apart from the text bytes).
+    stamp_bytes: usize,
+    n_sets: usize,
     max_bytes: usize,
     /// Rotates the way replaced in a full set.
     victim: usize,
@@ -330,10 +347,10 @@ pub struct FrontTable {
 
 impl FrontTable {
     /// A table of `slots` slots (rounded up to a power of two, at least one set) and at most
-    /// `max_bytes` bytes of text; nothing is allocated before the first insert.
+    /// `max_bytes` bytes of stamps and text; nothing is allocated before the first insert.
     pub const fn new(slots: usize, max_bytes: usize) -> Self {
-        let sets = (slots / FRONT_WAYS).next_power_of_two();
-        Self { slots: Vec::new(), arena: Vec::new(), sets, max_bytes, victim: 0, shard: usize::MAX }
+        let n_sets = (slots / FRONT_WAYS).next_power_of_two();
+        Self { sets: Vec::new(), arena: Vec::new(), stamp_bytes: 0, n_sets, max_bytes, victim: 0, shard: usize::MAX }
     }
 
     /// The owning thread's hit counter index, unique to it for the life of the process.
@@ -347,24 +364,42 @@ impl FrontTable {
 
     #[inline]
     fn set(&self, hash: u64) -> usize {
-        (hash as usize & (self.sets - 1)) * FRONT_WAYS
+        hash as usize & (self.n_sets - 1)
     }
 
-    /// The count stored for `text` under `hash` and `stamp`: all three must match, the text
-    /// byte for byte.
+    #[inline]
+    fn tag(hash: u64) -> u32 {
+        (hash >> 32) as u32
+    }
+
+    /// The stamp an entry was stored under.
+    #[inline]
+    fn stamp_of(&self, s: &Slot) -> u64 {
+        let at = s.start as usize;
+        let mut b = [0u8; STAMP_BYTES];
+        b.copy_from_slice(&self.arena[at..at + STAMP_BYTES]);
+        u64::from_ne_bytes(b)
+    }
+
+    /// The count stored for `text` under `hash` and `stamp`: all three must match, the stamp
+    /// and the text byte for byte (the hash only picks the set and skips most ways early).
     #[inline]
     pub fn get(&self, hash: u64, stamp: u64, text: &str) -> Option<u32> {
-        if self.slots.is_empty() {
+        if self.sets.is_empty() || text.is_empty() || text.len() > FRONT_MAX_LEN {
             return None;
         }
-        let set = self.set(hash);
-        self.slots[set..set + FRONT_WAYS]
+        let tag = Self::tag(hash);
+        let want = stamp.to_ne_bytes();
+        self.sets[self.set(hash)]
+            .0
             .iter()
             .find(|s| {
-                s.hash == hash
-                    && s.stamp == stamp
-                    && s.len as usize == text.len()
-                    && &self.arena[s.start as usize..(s.start + s.len) as usize] == text.as_bytes()
+                if s.tag != tag || s.len as usize != text.len() {
+                    return false;
+                }
+                let at = s.start as usize;
+                let entry = &self.arena[at..at + STAMP_BYTES + text.len()];
+                entry[..STAMP_BYTES] == want && &entry[STAMP_BYTES..] == text.as_bytes()
             })
             .map(|s| s.count)
     }
@@ -374,21 +409,28 @@ impl FrontTable {
         let len = text.len();
         let max_bytes =
             if self.max_bytes == FOLLOW_BUDGET { FRONT_BUDGET.load(Ordering::Relaxed) } else { self.max_bytes };
-        if len == 0 || len > max_bytes || stamp == 0 {
+        // offsets are u32: an arena never grows past 4 GiB, whatever the budget says
+        let max_bytes = max_bytes.min(u32::MAX as usize);
+        if len == 0 || len > FRONT_MAX_LEN || STAMP_BYTES + len > max_bytes || stamp == 0 {
             return;
         }
-        if self.slots.is_empty() {
-            self.slots = vec![Slot::default(); self.sets * FRONT_WAYS];
+        if self.sets.is_empty() {
+            self.sets = vec![Set::default(); self.n_sets];
         }
-        if self.arena.len() + len > max_bytes {
-            self.slots.fill(Slot::default());
+        if self.arena.len() + STAMP_BYTES + len > max_bytes {
+            self.sets.fill(Set::default());
             self.arena.clear();
+            self.stamp_bytes = 0;
         }
         let set = self.set(hash);
         // An empty way, else one of another cache (or of this one before a clear), else each
         // in turn (a text is inserted only after `get` missed it).
-        let ways = &self.slots[set..set + FRONT_WAYS];
-        let way = match ways.iter().position(|s| s.stamp == 0).or_else(|| ways.iter().position(|s| s.stamp != stamp)) {
+        let ways = &self.sets[set].0;
+        let way = match ways
+            .iter()
+            .position(|s| s.len == 0)
+            .or_else(|| ways.iter().position(|s| self.stamp_of(s) != stamp))
+        {
             Some(way) => way,
             None => {
                 self.victim = (self.victim + 1) % FRONT_WAYS;
@@ -396,22 +438,24 @@ impl FrontTable {
             }
         };
         let start = self.arena.len();
+        self.arena.extend_from_slice(&stamp.to_ne_bytes());
         self.arena.extend_from_slice(text.as_bytes());
-        self.slots[set + way] = Slot { hash, stamp, start: start as u32, len: len as u32, count };
+        self.stamp_bytes += STAMP_BYTES;
+        self.sets[set].0[way] = Slot { tag: Self::tag(hash), start: start as u32, count, len: len as u16 };
     }
 
     /// Entries stored (any stamp).
     pub fn len(&self) -> usize {
-        self.slots.iter().filter(|s| s.stamp != 0).count()
+        self.sets.iter().flat_map(|s| s.0.iter()).filter(|s| s.len != 0).count()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Bytes of text held in the arena.
+    /// Bytes of text held in the arena (its stamps not included).
     pub fn bytes(&self) -> usize {
-        self.arena.len()
+        self.arena.len() - self.stamp_bytes
     }
 }
 
@@ -480,6 +524,34 @@ mod tests {
         assert_eq!((f.get(7, 1, "alpha"), f.get(7, 1, "alpho")), (Some(3), Some(9)));
         // another cache (or the same one after a clear) has another stamp
         assert_eq!(f.get(7, 2, "alpha"), None);
+    }
+
+    #[test]
+    fn front_table_stamps_match_in_full_not_in_part() {
+        // stamps equal in their low 16 or 32 bits are still other caches: no wrap-around
+        let mut f = FrontTable::new(64, 1 << 10);
+        f.insert(9, 1, "same text", 4);
+        for other in [1 + (1 << 16), 1 + (1 << 32), 1 | (1 << 63), u64::MAX] {
+            assert_eq!(f.get(9, other, "same text"), None, "stamp {other:#x}");
+        }
+        assert_eq!(f.get(9, 1, "same text"), Some(4));
+        // same low half of the hash (same set), other high half: another entry
+        assert_eq!(f.get(9 | (1 << 40), 1, "same text"), None);
+    }
+
+    #[test]
+    fn front_sets_are_cache_lines_and_long_texts_stay_out() {
+        let mut f = FrontTable::new(64, 1 << 16);
+        f.insert(3, 1, "a", 1);
+        assert_eq!((std::mem::size_of::<Set>(), f.sets.as_ptr() as usize % 64), (64, 0));
+        let long = "é".repeat(FRONT_MAX_LEN / 2 + 1); // over the limit in bytes, not in chars
+        f.insert(3, 1, &long, 7);
+        assert_eq!((f.get(3, 1, &long), f.len()), (None, 1));
+        let edge = "x".repeat(FRONT_MAX_LEN);
+        f.insert(4, 1, &edge, 8);
+        assert_eq!(f.get(4, 1, &edge), Some(8));
+        // the arena holds each stamp besides the text; `bytes` reports the text alone
+        assert_eq!((f.bytes(), f.arena.len()), (1 + FRONT_MAX_LEN, 2 * (STAMP_BYTES) + 1 + FRONT_MAX_LEN));
     }
 
     #[test]

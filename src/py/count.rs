@@ -5,17 +5,15 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
-use pyo3::Borrowed;
-use pyo3::PyClass;
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::errors::guarded;
 use super::light;
-use super::messages::{extract_message, extract_text, extract_texts, message_tokens, with_text};
+use super::messages::{extract_message, message_tokens};
+use super::text::{extract_text, extract_texts, with_text};
 use crate::cache::CountCache;
 use crate::count::{Counter, MessageFormat};
 use crate::error::Error;
@@ -237,8 +235,8 @@ impl PyCounter {
 }
 
 impl PyCounter {
-    /// The body of `count`, for the method and its fast-call twin (`count_fastcall`).
-    fn count_text(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+    /// The body of `count`, for the method and its fast-call twin (`fast_count.rs`).
+    pub(crate) fn count_text(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
         // A plain `str` carries its hash, computed once per object by Python: the key of the
         // per-thread front cache. Subclasses may hash otherwise; they take the shared cache.
         let hash = if text.is_exact_instance_of::<PyString>() {
@@ -262,156 +260,6 @@ impl PyCounter {
     }
 }
 
-/// `Counter.count` as a plain vectorcall method. PyO3's generic argument parsing, and the
-/// generic call CPython falls back to when the method was defined on a base class of the
-/// object's type, were most of a warm count's cost: `_fast_count` installs this on
-/// `windowfit.Counter` itself, where CPython's specialised call path reaches it directly.
-/// Anything but one positional argument goes to the regular method (same errors).
-/// `Encoding.count` is the same, installed on the class by `register`.
-unsafe extern "C" fn count_fastcall<T: CountOwner>(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls methods with the thread attached; the descriptor checked that
-    // `slf` is an instance of the class it was made for, a `T` (`_fast_count` verifies for
-    // `Counter`'s subclasses; `Encoding` is final); `args` holds `nargs` arguments and one
-    // per keyword name.
-    unsafe {
-        let py = Python::assume_attached();
-        let owner = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-        fast_count(py, owner.get().counter(), slf, args, nargs, kwnames, T::regular())
-    }
-}
-
-/// The classes with a fast `count`: the counter they count with, and their regular method.
-trait CountOwner: PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync {
-    fn counter(&self) -> &PyCounter;
-    fn regular() -> &'static PyOnceLock<Py<PyAny>>;
-}
-
-impl CountOwner for PyCounter {
-    fn counter(&self) -> &PyCounter {
-        self
-    }
-    fn regular() -> &'static PyOnceLock<Py<PyAny>> {
-        &COUNTER_COUNT
-    }
-}
-
-impl CountOwner for PyEncoding {
-    fn counter(&self) -> &PyCounter {
-        self.counter.get()
-    }
-    fn regular() -> &'static PyOnceLock<Py<PyAny>> {
-        &ENCODING_COUNT
-    }
-}
-
-/// The regular (PyO3) `count` methods, for the calls the fast ones leave.
-static COUNTER_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static ENCODING_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// One positional `str`: counted here. Anything else: `regular(slf, *args, **kwargs)`.
-unsafe fn fast_count(
-    py: Python<'_>,
-    counter: &PyCounter,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-    regular: &PyOnceLock<Py<PyAny>>,
-) -> *mut ffi::PyObject {
-    // No panic may unwind out of a C callback: the whole body is guarded, not just the count.
-    let result = guarded("count", || {
-        if nargs == 1 && kwnames.is_null() {
-            // SAFETY: args[0] is a borrowed reference (see the callers)
-            let text = unsafe { Borrowed::from_ptr(py, *args) };
-            counter.count_text(py, &text).map(|n| match n.into_pyobject(py) {
-                Ok(n) => n.into_any().unbind(),
-                Err(never) => match never {},
-            })
-        } else {
-            match regular.get(py) {
-                // SAFETY: see the callers
-                Some(regular) => unsafe { call_regular(py, regular.bind(py), slf, args, nargs, kwnames) },
-                None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
-            }
-        }
-    });
-    match result {
-        Ok(obj) => obj.into_ptr(),
-        Err(e) => {
-            e.restore(py);
-            std::ptr::null_mut()
-        }
-    }
-}
-
-/// `regular(slf, *args, **kwargs)` from a vectorcall's arguments.
-unsafe fn call_regular(
-    py: Python<'_>,
-    regular: &Bound<'_, PyAny>,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> PyResult<Py<PyAny>> {
-    let names = if kwnames.is_null() {
-        None
-    } else {
-        Some(unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() })
-    };
-    let given = nargs as usize + names.as_ref().map_or(0, |n| n.len());
-    let values: Vec<Bound<'_, PyAny>> =
-        (0..given).map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) }).collect();
-    let mut positional = vec![unsafe { Bound::from_borrowed_ptr(py, slf) }];
-    positional.extend(values[..nargs as usize].iter().cloned());
-    let kwargs = PyDict::new(py);
-    if let Some(names) = names {
-        for (name, value) in names.iter().zip(&values[nargs as usize..]) {
-            kwargs.set_item(name, value)?;
-        }
-    }
-    Ok(regular.call(PyTuple::new(py, positional)?, Some(&kwargs))?.unbind())
-}
-
-/// A method definition for CPython, which keeps a pointer to it.
-struct MethodDef(std::cell::UnsafeCell<ffi::PyMethodDef>);
-// SAFETY: never written after construction; CPython only reads it.
-unsafe impl Sync for MethodDef {}
-
-const fn count_def<T: CountOwner>() -> MethodDef {
-    MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
-        ml_name: c"count".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: count_fastcall::<T> },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"count($self, text)\n--\n\nTokens of `text` (cached by content).".as_ptr(),
-    }))
-}
-
-static COUNT_DEF: MethodDef = count_def::<PyCounter>();
-static ENCODING_COUNT_DEF: MethodDef = count_def::<PyEncoding>();
-
-/// Define `count` on `cls` from `def` (a method descriptor of `cls` itself).
-fn install_count(cls: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<()> {
-    // SAFETY: a live type object and a definition that lives as long as the process.
-    let descr =
-        unsafe { Bound::from_owned_ptr_or_err(cls.py(), ffi::PyDescr_NewMethod(cls.as_type_ptr(), def.0.get()))? };
-    cls.setattr("count", descr)
-}
-
-/// Give `cls` (a Python subclass of `Counter`) its own `count`, defined on `cls`, so that
-/// CPython's specialised method call applies to its instances (see `count_fastcall`).
-#[pyfunction]
-fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
-    if !cls.is_subclass_of::<PyCounter>()? {
-        return Err(PyTypeError::new_err(format!("{} is not a subclass of Counter", cls.name()?)));
-    }
-    install_count(cls, &COUNT_DEF)
-}
-
 /// `(entries, text bytes)` of the calling thread's front cache of short texts (for tests
 /// of its bounds).
 #[pyfunction]
@@ -429,7 +277,7 @@ fn _set_front_cache_bytes(n: usize) {
 /// A tiktoken-shaped view of an embedded encoding: `encode`, `decode`, `count`.
 #[pyclass(module = "windowfit._core", name = "Encoding", frozen)]
 pub struct PyEncoding {
-    counter: Py<PyCounter>,
+    pub(crate) counter: Py<PyCounter>,
     name: String,
 }
 
@@ -519,15 +367,9 @@ fn python_nfc(text: &str) -> Option<String> {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tokenize::nfc::set_normalizer(python_nfc);
-    let py = m.py();
     m.add_class::<PyCounter>()?;
     m.add_class::<PyEncoding>()?;
-    COUNTER_COUNT.get_or_try_init(py, || py.get_type::<PyCounter>().getattr("count").map(Bound::unbind))?;
-    let encoding = py.get_type::<PyEncoding>();
-    ENCODING_COUNT.get_or_try_init(py, || encoding.getattr("count").map(Bound::unbind))?;
-    install_count(&encoding, &ENCODING_COUNT_DEF)?;
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
-    m.add_function(wrap_pyfunction!(_fast_count, m)?)?;
     m.add_function(wrap_pyfunction!(_front_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_set_front_cache_bytes, m)?)?;
     Ok(())

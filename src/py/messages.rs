@@ -14,8 +14,6 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
 use super::errors::{self, guarded, message_error, message_type_error, type_name};
 use super::light;
-// `count.rs` reads its texts through here too.
-pub(crate) use super::text::{extract_text, extract_texts, with_text};
 use super::text::{id_text, text_from_str, Text};
 use crate::count::{Counter, ImageDetail, KeyBuilder, Message, Part, ToolCall};
 use crate::fit::{CountOnDemand, UNCOUNTED};

@@ -5,6 +5,7 @@
 
 mod count;
 mod errors;
+mod fast_count;
 mod fit;
 mod light;
 mod messages;
@@ -18,6 +19,7 @@ use pyo3::types::PyTuple;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     count::register(m)?;
+    fast_count::register(m)?;
     fit::register(m)?;
     truncate::register(m)?;
     messages::register(m)?;
