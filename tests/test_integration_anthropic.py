@@ -213,8 +213,8 @@ def test_create_and_acreate_are_one_body(api: str) -> None:
     assert sync_win.counter.calibration == async_win.counter.calibration != 1.0
 
 
-def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
-    win = AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
+def _long_history() -> list[Any]:
+    """40 question/answer turns of file text and a last question: past a 6,000-token window."""
     messages: list[Any] = []
     for i in range(40):
         messages += [
@@ -222,6 +222,12 @@ def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
             {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
         ]
     messages.append({"role": "user", "content": "last question"})
+    return messages
+
+
+def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
+    win = AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
+    messages = _long_history()
     system, window, state = win.prepare(messages, system="Be brief.")
     assert (
         isinstance(system, str)
@@ -244,13 +250,7 @@ def test_prepare_with_summaries_puts_the_summary_in_system() -> None:
 
 def test_prepare_and_aprepare_are_one_body() -> None:
     """Same history, same state in: the twins give the same system, window and state."""
-    messages: list[Any] = []
-    for i in range(40):
-        messages += [
-            {"role": "user", "content": f"question {i}: " + file_text(str(i))[:600]},
-            {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
-        ]
-    messages.append({"role": "user", "content": "last question"})
+    messages = _long_history()
 
     def window() -> AnthropicWindow:
         return AnthropicWindow(MODEL, summarize=True, context_window=6000, output_reserve=500)
