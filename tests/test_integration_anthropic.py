@@ -265,7 +265,7 @@ def test_prepare_and_aprepare_are_one_body() -> None:
     assert {k: v for k, v in sync_win.last_stats.items() if k not in timings} == {
         k: v for k, v in async_win.last_stats.items() if k not in timings
     }
-    with pytest.raises(ValueError, match="^prepare needs a manager"):
+    with pytest.raises(ValueError, match="^prepare and aprepare need a manager"):
         AnthropicWindow(MODEL).prepare(messages)
-    with pytest.raises(ValueError, match="^aprepare needs a manager"):
+    with pytest.raises(ValueError, match="^prepare and aprepare need a manager"):
         asyncio.run(AnthropicWindow(MODEL).aprepare(messages))

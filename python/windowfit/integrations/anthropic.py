@@ -157,28 +157,17 @@ class AnthropicWindow:
         ``system`` (Anthropic has no system role in ``messages``), the window keeps the caller's
         messages, truncated tool results are copies (``aprepare``: an LLM summarizer is
         awaited)."""
-        conv, p = yield call(self, "_prepared", messages, system, state, _tools(tools))
+        if self.manager is None:
+            raise ValueError(
+                "prepare and aprepare need a manager: AnthropicWindow(model, summarize=True)"
+            )
+        conv = from_anthropic(messages, system)
+        # the manager's prepare, or its aprepare awaited: the one call the twins make differently
+        p = yield call(self.manager, "prepare", conv.messages, state=state, tools=_tools(tools))
         return self._split(conv, p, system, tools)
 
-    # One body: only the manager's prepare differs (awaited in aprepare).
     prepare = blocking(_op_prepare)
     aprepare = awaitable(_op_prepare)
-
-    def _converted(
-        self, method: str, messages: Sequence[Any], system: Any
-    ) -> tuple[Any, Converted[Any]]:
-        """The manager and the canonical messages; ``method`` names the twin in the error."""
-        if self.manager is None:
-            raise ValueError(f"{method} needs a manager: AnthropicWindow(model, summarize=True)")
-        return self.manager, from_anthropic(messages, system)
-
-    def _prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
-        manager, conv = self._converted("prepare", messages, system)
-        return conv, manager.prepare(conv.messages, state=state, tools=tools)
-
-    async def a_prepared(self, messages: Sequence[Any], system: Any, state: Any, tools: Any) -> Any:
-        manager, conv = self._converted("aprepare", messages, system)
-        return conv, await manager.aprepare(conv.messages, state=state, tools=tools)
 
     def _split(
         self, conv: Converted[Any], p: Any, system: Any, tools: Any
