@@ -19,6 +19,9 @@ use std::hash::{BuildHasher, Hasher};
 use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
 
+mod held;
+pub use held::HeldTable;
+
 /// Keys are already uniform 128-bit hashes: hashing them again only costs time, so the
 /// map uses their low 64 bits as they are.
 #[derive(Clone, Copy, Default)]
@@ -248,18 +251,8 @@ impl CountCache {
             return self.get_or_insert_with(text_key(text), compute);
         }
         let stamp = self.stamp.load(Ordering::Acquire);
-        let (found, shard) = FRONT.with(|f| {
-            let mut f = f.borrow_mut();
-            (f.get(hash, stamp, text), f.shard())
-        });
-        if let Some(n) = found {
-            match self.front_hits.get(shard) {
-                // only this thread writes its shard: no read-modify-write needed
-                Some(own) => own.0.store(own.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
-                None => {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+        if let Some(n) = FRONT.with(|f| f.borrow().get(hash, stamp, text)) {
+            self.record_front_hit();
             return n as usize;
         }
         let n = self.get_or_insert_with(text_key(text), compute);
@@ -268,6 +261,36 @@ impl CountCache {
         }
         n
     }
+
+    /// The stamp that names this cache's current contents in per-thread tables (the front
+    /// table here, a [`HeldTable`] in the bindings); `None` when caching is off.
+    #[inline]
+    pub fn stamp(&self) -> Option<u64> {
+        self.map.as_ref().map(|_| self.stamp.load(Ordering::Acquire))
+    }
+
+    /// Count a hit answered by a per-thread table, on this thread's own counter.
+    #[inline]
+    pub fn record_front_hit(&self) {
+        match self.front_hits.get(thread_shard()) {
+            // only this thread writes its shard: no read-modify-write needed
+            Some(own) => own.0.store(own.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed),
+            None => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The calling thread's hit counter index, unique to it for the life of the process.
+#[inline]
+fn thread_shard() -> usize {
+    SHARD.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(SHARDS_GIVEN.fetch_add(1, Ordering::Relaxed).min(usize::MAX - 1));
+        }
+        s.get()
+    })
 }
 
 /// Texts longer than this skip the front table: hashing them is no longer small beside the
@@ -289,11 +312,19 @@ pub fn set_front_bytes(bytes: usize) {
 }
 
 /// Sentinel `max_bytes` of the per-thread tables: follow [`set_front_bytes`].
-const FOLLOW_BUDGET: usize = usize::MAX;
+pub const FOLLOW_BUDGET: usize = usize::MAX;
 const FRONT_WAYS: usize = 4;
 
 thread_local! {
     static FRONT: RefCell<FrontTable> = const { RefCell::new(FrontTable::new(FRONT_SLOTS, FOLLOW_BUDGET)) };
+    /// This thread's hit counter index in every cache (`usize::MAX` until first asked).
+    static SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// The per-thread tables' byte budget now (see [`set_front_bytes`]).
+#[inline]
+fn front_budget() -> usize {
+    FRONT_BUDGET.load(Ordering::Relaxed)
 }
 
 /// Entries and text bytes in the calling thread's front table.
@@ -341,8 +372,6 @@ pub struct FrontTable {
     max_bytes: usize,
     /// Rotates the way replaced in a full set.
     victim: usize,
-    /// This thread's hit counter index in every cache (`usize::MAX` until first asked).
-    shard: usize,
 }
 
 impl FrontTable {
@@ -350,16 +379,7 @@ impl FrontTable {
     /// `max_bytes` bytes of stamps and text; nothing is allocated before the first insert.
     pub const fn new(slots: usize, max_bytes: usize) -> Self {
         let n_sets = (slots / FRONT_WAYS).next_power_of_two();
-        Self { sets: Vec::new(), arena: Vec::new(), stamp_bytes: 0, n_sets, max_bytes, victim: 0, shard: usize::MAX }
-    }
-
-    /// The owning thread's hit counter index, unique to it for the life of the process.
-    #[inline]
-    fn shard(&mut self) -> usize {
-        if self.shard == usize::MAX {
-            self.shard = SHARDS_GIVEN.fetch_add(1, Ordering::Relaxed).min(usize::MAX - 1);
-        }
-        self.shard
+        Self { sets: Vec::new(), arena: Vec::new(), stamp_bytes: 0, n_sets, max_bytes, victim: 0 }
     }
 
     #[inline]
@@ -407,8 +427,7 @@ impl FrontTable {
     /// Remember `count` for `text`. Texts that could never fit are not stored.
     pub fn insert(&mut self, hash: u64, stamp: u64, text: &str, count: u32) {
         let len = text.len();
-        let max_bytes =
-            if self.max_bytes == FOLLOW_BUDGET { FRONT_BUDGET.load(Ordering::Relaxed) } else { self.max_bytes };
+        let max_bytes = if self.max_bytes == FOLLOW_BUDGET { front_budget() } else { self.max_bytes };
         // offsets are u32: an arena never grows past 4 GiB, whatever the budget says
         let max_bytes = max_bytes.min(u32::MAX as usize);
         if len == 0 || len > FRONT_MAX_LEN || STAMP_BYTES + len > max_bytes || stamp == 0 {

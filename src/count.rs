@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
-use crate::cache::{text_key, CacheInfo, CountCache};
+use crate::cache::{text_key, CacheInfo, CountCache, HeldTable};
 pub use crate::message::{ImageDetail, Message, Part, ToolCall};
 use crate::tokenize::Backend;
 
@@ -308,6 +308,36 @@ impl Counter {
             return 0;
         }
         self.scaled(self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text)))
+    }
+
+    /// The count of a text the caller holds in `held` under its identity `addr`, stored for
+    /// this counter's current cache contents (a clear, or another counter, never matches).
+    #[inline]
+    pub fn held_count<H>(&self, held: &HeldTable<H>, addr: usize) -> Option<usize> {
+        let n = held.get(addr, self.cache.stamp()?)?;
+        self.cache.record_front_hit();
+        Some(self.scaled(n as usize))
+    }
+
+    /// [`Self::count_hashed`] (with a hash) or [`Self::count`], then remember the count in
+    /// `held` under `addr`, the identity of an immutable object holding exactly `text`, which
+    /// `holder` keeps alive. Nothing is held when caching is off.
+    pub fn count_and_hold<H>(
+        &self,
+        text: &str,
+        hash: Option<u64>,
+        held: &mut HeldTable<H>,
+        addr: usize,
+        holder: impl FnOnce() -> H,
+    ) -> usize {
+        let raw = match hash {
+            Some(hash) if !text.is_empty() => self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text)),
+            _ => self.raw_count(text),
+        };
+        if let (Some(stamp), Ok(n)) = (self.cache.stamp(), u32::try_from(raw)) {
+            held.insert(addr, stamp, text.len(), n, holder);
+        }
+        self.scaled(raw)
     }
 
     /// Tokens of `text`, cached by content.

@@ -279,3 +279,72 @@ def test_front_cache_bytes_from_the_environment(value: str, expected: str) -> No
     )
     assert out.stdout.strip() == expected
     assert ("WINDOWFIT_FRONT_CACHE_BYTES" in out.stderr) == (value == "lots")
+
+
+# ----------------------------------------------------------------------------- the held table
+# A plain `str` counted with the GIL held is also remembered by identity (src/cache/held.rs):
+# the table holds a reference, so the address keeps naming the same immutable text.
+
+
+def test_a_held_text_is_found_by_identity_and_released_by_clear_cache() -> None:
+    def work() -> tuple[int, int, int, tuple[int, int], dict[str, int], int, tuple[int, int]]:
+        c = wf.Counter(encoding="cl100k_base", cache_entries=100)
+        text = "".join(["held ", "text ", str(random.random())])  # a fresh object
+        before = sys.getrefcount(text)
+        n = c.count(text)
+        held = sys.getrefcount(text)
+        assert c.count(text) == n  # the second call is a hit
+        stats, info = _core._held_cache_stats(), c.cache_info()
+        c.clear_cache()
+        return before, held, n, stats, info, sys.getrefcount(text), _core._held_cache_stats()
+
+    before, held, n, stats, info, after, cleared = in_new_thread(work)
+    assert held == before + 1 and after == before  # one reference while held, none after
+    assert stats[0] == 1 and stats[1] > 0 and cleared == (0, 0)
+    assert (info["hits"], info["misses"]) == (1, 1)
+    assert n > 0
+
+
+def test_texts_freed_and_reallocated_at_the_same_address_are_counted_again() -> None:
+    # Were the table to keep addresses without references, a new text in a freed one's
+    # memory would take its count. Each round frees the previous texts (held by the table
+    # only while it has room) and makes new ones of the same sizes.
+    ref, rng = tiktoken_o200k(), random.Random(3)
+    words = ["alpha", "été", "数据", "42", " ", "\n", "naïve", "Ω"]
+
+    def work() -> list[str]:
+        c = wf.Counter(encoding="o200k_base", cache_entries=100_000)
+        bad = []
+        for _ in range(30):
+            texts = [
+                "".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(500)
+            ]
+            for t in texts + texts:
+                if c.count(t) != len(ref.encode_ordinary(t)):
+                    bad.append(t)
+            del texts
+        return bad
+
+    assert in_new_thread(work) == []
+
+
+@pytest.mark.parametrize("budget", ["0", "300", "4096"])
+def test_held_texts_stay_within_four_times_the_front_budget(budget: str) -> None:
+    code = (
+        "import windowfit as wf\n"
+        "from windowfit import _core\n"
+        "c = wf.Counter(encoding='cl100k_base', cache_entries=10_000)\n"
+        "seen = 0\n"
+        "for i in range(3000):\n"
+        "    t = f'text number {i} ' * (1 + i % 7)\n"
+        "    c.count(t); c.count(t)\n"
+        "    seen = max(seen, _core._held_cache_stats()[1])\n"
+        "print(seen)\n"
+    )
+    env = {**os.environ, "WINDOWFIT_FRONT_CACHE_BYTES": budget}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    seen = int(out.stdout)
+    assert seen <= 4 * int(budget)
+    assert (seen > 0) == (budget != "0")

@@ -294,7 +294,8 @@ _core._fast_count(Counter)
 
 def _front_cache_bytes() -> None:
     """``WINDOWFIT_FRONT_CACHE_BYTES``: text bytes each thread's front cache of short texts
-    may hold (default 2 MiB; 0 turns it off, every count then asks the shared cache)."""
+    may hold (default 2 MiB; 0 turns it off, every count then asks the shared cache). The
+    table of held ``str`` objects follows it: at most four times as many bytes kept alive."""
     raw = os.environ.get("WINDOWFIT_FRONT_CACHE_BYTES", "").strip()
     if not raw:
         return

@@ -14,7 +14,7 @@ use super::errors::guarded;
 use super::light;
 use super::messages::{extract_message, message_tokens};
 use super::text::{extract_text, extract_texts, with_text};
-use crate::cache::{CountCache, FRONT_MAX_LEN};
+use crate::cache::{CountCache, HeldTable, FOLLOW_BUDGET, FRONT_MAX_LEN};
 use crate::count::{Counter, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
@@ -208,6 +208,8 @@ impl PyCounter {
     fn clear_cache(&self, py: Python<'_>) {
         self.inner.clear_cache();
         light::clear(py);
+        // Its entries no longer match (the stamp changed), but they still hold their texts.
+        HELD.with(|h| h.borrow_mut().clear());
     }
 
     /// The multiplier applied to estimates (1.0 for exact counters).
@@ -237,26 +239,59 @@ impl PyCounter {
 impl PyCounter {
     /// The body of `count`, for the method and its fast-call twin (`fast_count.rs`).
     pub(crate) fn count_text(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
-        // A plain `str` carries its hash, computed once per object by Python: the key of the
-        // per-thread front cache. Subclasses may hash otherwise; they take the shared cache.
+        // A plain `str` is immutable and carries its hash, computed once per object by
+        // Python: held, its identity names its content (the held table), and its hash keys
+        // the front table. Subclasses may hash otherwise; they take the shared cache.
         let plain = text.is_exact_instance_of::<PyString>();
+        let addr = text.as_ptr() as usize;
+        if plain {
+            if let Some(n) = guarded("count", || Ok(HELD.with(|h| self.inner.held_count(&h.borrow(), addr))))? {
+                return Ok(n);
+            }
+        }
         with_text(text, "text", |s| {
             guarded("count", || {
                 // Releasing the GIL costs more than counting (or finding) a short text.
-                Ok(if s.len() > 16 * 1024 {
+                Ok(if s.len() > HOLD_MAX_LEN {
                     py.detach(|| self.inner.count(s))
-                } else if plain && s.len() <= FRONT_MAX_LEN {
+                } else if plain {
                     // Only a text the front cache keeps is hashed: a fresh long one would be
                     // read once more for a key nothing uses (2.5 ms of a 10 MB count).
                     // SAFETY: a live str, GIL held; a str's hash never fails
-                    let hash = unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64;
-                    self.inner.count_hashed(s, hash)
+                    let hash = (s.len() <= FRONT_MAX_LEN).then(|| unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64);
+                    HELD.with(|h| {
+                        let holder = || text.clone().unbind();
+                        self.inner.count_and_hold(s, hash, &mut h.borrow_mut(), addr, holder)
+                    })
                 } else {
                     self.inner.count(s)
                 })
             })
         })?
     }
+}
+
+/// Texts up to this many bytes are counted with the GIL held (releasing it costs more than
+/// counting or finding them) and held by identity; longer ones are counted detached.
+const HOLD_MAX_LEN: usize = 16 * 1024;
+
+/// Slots of a thread's held table (four per 128-byte set): 512 KiB once used.
+const HELD_SLOTS: usize = 1 << 14;
+
+thread_local! {
+    /// The `str` objects this thread counted last, held alive so that their addresses name
+    /// their contents (at most the front-cache byte budget of text).
+    static HELD: std::cell::RefCell<HeldTable<Py<PyAny>>> =
+        const { std::cell::RefCell::new(HeldTable::new(HELD_SLOTS, FOLLOW_BUDGET)) };
+}
+
+/// `(entries, text bytes)` of the calling thread's held table of `str` objects.
+#[pyfunction]
+fn _held_cache_stats() -> (usize, usize) {
+    HELD.with(|h| {
+        let h = h.borrow();
+        (h.len(), h.bytes())
+    })
 }
 
 /// `(entries, text bytes)` of the calling thread's front cache of short texts (for tests
@@ -370,6 +405,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoding>()?;
     m.add_function(wrap_pyfunction!(get_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(_front_cache_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_held_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_set_front_cache_bytes, m)?)?;
     Ok(())
 }
