@@ -807,8 +807,10 @@ fn marker_placeholder_filled() {
 
 #[test]
 fn newlines_are_counted_across_blocks_without_overflow() {
-    // The block count sums in a u8 per 255 bytes: an all-newline block is its worst case.
-    for len in [0, 1, 254, 255, 256, 509, 510, 511, 1000, 4096] {
+    // Byte counters gain up to 4 per 64-byte step and are summed every 63 steps: an
+    // all-newline block is the worst case, and lengths around the step and block sizes
+    // reach the remainders.
+    for len in [0, 1, 15, 16, 63, 64, 65, 127, 4031, 4032, 4033, 8064, 8065, 16_321, 20_000] {
         for text in ["\n".repeat(len), "a\n".repeat(len), "é\nxyz".repeat(len), "x".repeat(len)] {
             assert_eq!(count_newlines(&text), text.bytes().filter(|&b| b == b'\n').count(), "len {len}");
         }

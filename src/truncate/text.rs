@@ -3,16 +3,51 @@
 use super::*;
 
 pub(super) fn count_newlines(s: &str) -> usize {
-    // Per block of 255 bytes the matches are summed in a `u8`, which cannot overflow there and
-    // which the compiler turns into wide byte compares: about 10x the plain filter-and-count
-    // that widens every match to `usize` (this runs over the whole input for `original_lines`).
-    let bytes = s.as_bytes();
-    let mut blocks = bytes.chunks_exact(255);
-    let mut n: usize = 0;
-    for block in &mut blocks {
-        n += usize::from(block.iter().fold(0u8, |acc, &b| acc + u8::from(b == b'\n')));
+    // This runs over the whole input for `original_lines`, so it must stay far below the
+    // cost of counting its tokens: the compiler's own vectorising of a byte count left it at
+    // 4-5 ms of a 10 MB truncation, the memory's pace is under 2 ms.
+    #[cfg(target_arch = "x86_64")]
+    {
+        newlines_sse2(s.as_bytes())
     }
-    n + blocks.remainder().iter().filter(|&&b| b == b'\n').count()
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        s.bytes().filter(|&b| b == b'\n').count()
+    }
+}
+
+/// Newlines of `bytes`, 64 bytes per step: four 16-byte compares subtracted from one set of
+/// byte counters (a match is all ones, -1), so a counter gains at most 4 a step; they are
+/// summed into 64-bit totals every 63 steps, before one could pass 255. SSE2 is part of
+/// every x86-64.
+#[cfg(target_arch = "x86_64")]
+fn newlines_sse2(bytes: &[u8]) -> usize {
+    use std::arch::x86_64::*;
+    let whole = bytes.len() / 64 * 64;
+    let (steps, rest) = bytes.split_at(whole);
+    let mut n = rest.iter().filter(|&&b| b == b'\n').count();
+    // SAFETY: SSE2 is baseline on x86_64; loads are unaligned loads within `steps`.
+    unsafe {
+        let nl = _mm_set1_epi8(b'\n' as i8);
+        let zero = _mm_setzero_si128();
+        let mut total = _mm_setzero_si128();
+        for block in steps.chunks(63 * 64) {
+            let mut counts = _mm_setzero_si128();
+            for step in block.chunks_exact(64) {
+                let p = step.as_ptr() as *const __m128i;
+                for k in 0..4 {
+                    let eq = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(k)), nl);
+                    counts = _mm_sub_epi8(counts, eq);
+                }
+            }
+            // each half's eight byte counters (at most 252) summed into its u64
+            total = _mm_add_epi64(total, _mm_sad_epu8(counts, zero));
+        }
+        let mut lanes = [0u64; 2];
+        _mm_storeu_si128(lanes.as_mut_ptr() as *mut __m128i, total);
+        n += (lanes[0] + lanes[1]) as usize;
+    }
+    n
 }
 
 /// Whether `count_lines(s) <= k`, reading `s` only up to its line `k + 1`.
