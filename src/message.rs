@@ -10,6 +10,7 @@
 //! result messages that immediately follow it; each must answer an open id of that call.
 //! [`CallTable`] tracks one call block's ids; `fit`'s analysis turns blocks into units.
 
+use smallvec::SmallVec;
 use std::collections::HashMap;
 
 /// The roles a chat message may have; anything else is rejected by the readers.
@@ -77,8 +78,8 @@ impl<S: AsRef<str>> Message<S> {
         MessageInfo {
             role: Role::parse(self.role.as_ref()),
             tokens,
-            call_ids: self.tool_calls.iter().map(|c| c.id.as_ref().to_string()).collect(),
-            result_ids: self.result_ids.iter().map(|r| r.as_ref().to_string()).collect(),
+            call_ids: self.tool_calls.iter().map(|c| c.id.as_ref()).collect(),
+            result_ids: self.result_ids.iter().map(|r| r.as_ref()).collect(),
             has_content: self.has_content(),
         }
     }
@@ -125,10 +126,10 @@ pub struct MessageInfo {
     pub tokens: u64,
     /// Tool call ids this message makes: OpenAI assistant `tool_calls[*].id`, or Anthropic
     /// `tool_use` block ids.
-    pub call_ids: Vec<String>,
+    pub call_ids: Ids,
     /// Ids this message answers: an OpenAI tool message's `tool_call_id` (one), or the
     /// `tool_use_id`s of an Anthropic-style user message's `tool_result` blocks (one or more).
-    pub result_ids: Vec<String>,
+    pub result_ids: Ids,
     /// The message has content besides its tool calls (text, images...); `Default` gives
     /// false. A call message stripped of all its calls is only kept if this is true: an empty
     /// assistant message is an invalid request.
@@ -139,6 +140,112 @@ impl MessageInfo {
     /// A user turn is a user message that is not carrying tool results.
     pub fn is_user_turn(&self) -> bool {
         self.role == Role::User && self.result_ids.is_empty()
+    }
+}
+
+/// Tool-call ids of one message (the calls it makes, or those it answers), in order. They
+/// share one buffer, each after its byte length (LEB128): one id of up to 31 bytes (OpenAI's
+/// and Anthropic's are 29 and 30) is kept inline, so a warm read of a long history allocates
+/// nothing for its ids, and more or longer ones take one allocation, not one per id.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Ids {
+    buf: SmallVec<[u8; 32]>,
+}
+
+impl Ids {
+    /// No ids.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append `id`.
+    pub fn push(&mut self, id: &str) {
+        let mut n = id.len();
+        while n >= 0x80 {
+            self.buf.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        self.buf.push(n as u8);
+        self.buf.extend_from_slice(id.as_bytes());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn iter(&self) -> IdsIter<'_> {
+        IdsIter { rest: &self.buf }
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.iter().any(|x| x == id)
+    }
+
+    /// The ids as owned strings (for results handed to callers).
+    pub fn to_vec(&self) -> Vec<String> {
+        self.iter().map(str::to_string).collect()
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Ids {
+    fn from_iter<I: IntoIterator<Item = S>>(ids: I) -> Self {
+        let mut out = Ids::new();
+        for id in ids {
+            out.push(id.as_ref());
+        }
+        out
+    }
+}
+
+impl<S: AsRef<str>> From<Vec<S>> for Ids {
+    fn from(ids: Vec<S>) -> Self {
+        ids.iter().collect()
+    }
+}
+
+impl std::fmt::Debug for Ids {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a Ids {
+    type Item = &'a str;
+    type IntoIter = IdsIter<'a>;
+    fn into_iter(self) -> IdsIter<'a> {
+        self.iter()
+    }
+}
+
+/// The ids of an [`Ids`], in order.
+#[derive(Clone)]
+pub struct IdsIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for IdsIter<'a> {
+    type Item = &'a str;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a str> {
+        let (mut n, mut shift, mut at) = (0usize, 0u32, 0usize);
+        loop {
+            let b = *self.rest.get(at)?;
+            at += 1;
+            n |= usize::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        let (id, rest) = self.rest[at..].split_at(n);
+        self.rest = rest;
+        // SAFETY: the buffer holds only whole `&str`s written by `push`, each after its length.
+        Some(unsafe { std::str::from_utf8_unchecked(id) })
     }
 }
 
@@ -163,13 +270,14 @@ pub(crate) struct CallTable<'a> {
 impl<'a> CallTable<'a> {
     const SCAN_MAX: usize = 8;
 
-    pub(crate) fn reset(&mut self, calls: &'a [String]) {
+    pub(crate) fn reset(&mut self, calls: &'a Ids) {
         self.ids.clear();
-        self.indexed = calls.len() > Self::SCAN_MAX;
+        let n = calls.len();
+        self.indexed = n > Self::SCAN_MAX;
         if self.indexed {
             // Clearing costs the capacity: don't let one huge block tax every later one.
-            if self.index.capacity() > 4 * calls.len() {
-                self.index = HashMap::with_capacity(calls.len());
+            if self.index.capacity() > 4 * n {
+                self.index = HashMap::with_capacity(n);
             } else {
                 self.index.clear();
             }
@@ -201,7 +309,7 @@ impl<'a> CallTable<'a> {
 
     /// Marks `results` answered if every one is an open id of the call (so not a duplicate,
     /// not already answered, not repeated in `results`); otherwise changes nothing.
-    pub(crate) fn answer(&mut self, results: &[String]) -> bool {
+    pub(crate) fn answer(&mut self, results: &Ids) -> bool {
         for (n, id) in results.iter().enumerate() {
             let entry = self.find(id).and_then(|k| self.ids.get_mut(k));
             match entry {
@@ -234,8 +342,8 @@ impl<'a> CallTable<'a> {
 mod tests {
     use super::*;
 
-    fn strs(ids: &[&str]) -> Vec<String> {
-        ids.iter().map(|s| s.to_string()).collect()
+    fn strs(ids: &[&str]) -> Ids {
+        ids.iter().collect()
     }
 
     #[test]
@@ -273,6 +381,26 @@ mod tests {
     }
 
     #[test]
+    fn ids_give_back_what_was_pushed_whatever_their_lengths() {
+        // lengths around the inline room (31 bytes after a 1-byte length) and the LEB128
+        // steps (127/128, 16383/16384), the empty id, multibyte text
+        for lens in
+            [vec![], vec![0], vec![29], vec![30, 31], vec![31], vec![32], vec![127, 128], vec![16_383, 16_384, 5]]
+        {
+            let want: Vec<String> =
+                lens.iter().enumerate().map(|(i, &n)| "é".repeat(n / 2) + &"x".repeat(n % 2 + i)).collect();
+            let ids: Ids = want.iter().collect();
+            assert_eq!(ids.to_vec(), want);
+            assert_eq!((ids.len(), ids.is_empty()), (want.len(), want.is_empty()));
+            assert!(want.iter().all(|w| ids.contains(w)) && !ids.contains("absent"));
+            assert_eq!(format!("{ids:?}"), format!("{want:?}"));
+            assert_eq!(ids, Ids::from(want.clone()), "equal lists compare equal");
+        }
+        let one: Ids = ["call_abcdefghijklmnopqrstuvwx"].into_iter().collect();
+        assert!(!one.buf.spilled(), "one 29-byte id stays inline");
+    }
+
+    #[test]
     fn call_table_answers_open_ids_once_and_undoes_partial_answers() {
         let calls = strs(&["a", "b", "a", "c"]);
         let mut t = CallTable::default();
@@ -287,11 +415,12 @@ mod tests {
 
     #[test]
     fn call_table_indexes_large_blocks_with_the_same_answers() {
-        let calls: Vec<String> = (0..40).map(|i| format!("id{i}")).collect();
+        let names: Vec<String> = (0..40).map(|i| format!("id{i}")).collect();
+        let calls: Ids = names.iter().collect();
         let mut t = CallTable::default();
         t.reset(&calls);
-        for id in calls.iter().rev() {
-            assert!(t.answer(std::slice::from_ref(id)));
+        for id in names.iter().rev() {
+            assert!(t.answer(&Ids::from(vec![id])));
         }
         assert!(!t.answer(&strs(&["id3"])));
         assert_eq!((t.answered(), t.open().count()), (40, 0));

@@ -24,15 +24,15 @@ fn strs(ids: &[&str]) -> Vec<String> {
 }
 /// An assistant message made only of tool calls.
 fn call(t: u64, ids: &[&str]) -> MessageInfo {
-    MessageInfo { call_ids: strs(ids), has_content: false, ..msg(Role::Assistant, t) }
+    MessageInfo { call_ids: strs(ids).into(), has_content: false, ..msg(Role::Assistant, t) }
 }
 /// An OpenAI tool message.
 fn tool(t: u64, id: &str) -> MessageInfo {
-    MessageInfo { result_ids: strs(&[id]), ..msg(Role::Tool, t) }
+    MessageInfo { result_ids: strs(&[id]).into(), ..msg(Role::Tool, t) }
 }
 /// An Anthropic-style user message carrying tool_result blocks.
 fn results(t: u64, ids: &[&str]) -> MessageInfo {
-    MessageInfo { result_ids: strs(ids), ..msg(Role::User, t) }
+    MessageInfo { result_ids: strs(ids).into(), ..msg(Role::User, t) }
 }
 
 /// The tests' recount: each removed call entry saves 2 tokens.
@@ -313,7 +313,7 @@ fn anthropic_tool_results() {
 #[test]
 fn calling_and_answering_at_once_is_malformed() {
     let mut odd = call(1, &["b"]);
-    odd.result_ids = strs(&["a"]);
+    odd.result_ids = strs(&["a"]).into();
     let h = [call(1, &["a"]), odd, tool(1, "b"), user(1)];
     let r = repair(&h, Unanswered::Drop, 0, &no_recount);
     assert_eq!(r.kept, vec![3]);
@@ -433,7 +433,7 @@ fn huge_counts_do_not_overflow() {
 fn big_blocks_then_small_ones() {
     // One call with many ids (hash-indexed pairing), then ordinary small blocks.
     let ids: Vec<String> = (0..5000).map(|i| format!("id{i}")).collect();
-    let mut h = vec![user(1), MessageInfo { call_ids: ids.clone(), ..asst(1) }];
+    let mut h = vec![user(1), MessageInfo { call_ids: ids.clone().into(), ..asst(1) }];
     h.extend(ids.iter().rev().map(|id| tool(1, id)));
     for i in 0..5000 {
         let id = format!("s{i}");
@@ -579,7 +579,7 @@ fn gen_valid(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                         format!("c{next}")
                     })
                     .collect();
-                h.push(MessageInfo { call_ids: ids.clone(), ..call(gen_tokens(rng), &[]) });
+                h.push(MessageInfo { call_ids: ids.clone().into(), ..call(gen_tokens(rng), &[]) });
                 for id in ids {
                     h.push(tool(gen_tokens(rng), &id));
                 }
@@ -676,7 +676,7 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                 if rng.pct(4) && !old.is_empty() {
                     ids.push(old[rng.below(old.len() as u64) as usize].clone());
                 }
-                h.push(MessageInfo { call_ids: ids.clone(), has_content: rng.pct(40), ..asst(t) });
+                h.push(MessageInfo { call_ids: ids.clone().into(), has_content: rng.pct(40), ..asst(t) });
                 let mut res: Vec<String> = Vec::new();
                 for id in &ids {
                     if !res.contains(id) {
@@ -708,7 +708,7 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                     let ids: Vec<String> = res.iter().skip(k).take(take).cloned().collect();
                     k += ids.len();
                     let role = if anthropic { Role::User } else { Role::Tool };
-                    h.push(MessageInfo { result_ids: ids, ..msg(role, gen_tokens(rng)) });
+                    h.push(MessageInfo { result_ids: ids.into(), ..msg(role, gen_tokens(rng)) });
                 }
                 old.extend(ids);
             }
@@ -719,13 +719,13 @@ fn gen_history(rng: &mut Rng, max_len: u64) -> Vec<MessageInfo> {
                     fresh()
                 };
                 let role = if rng.pct(50) { Role::Tool } else { Role::User };
-                h.push(MessageInfo { result_ids: vec![id], ..msg(role, t) });
+                h.push(MessageInfo { result_ids: vec![id].into(), ..msg(role, t) });
             }
             93..=96 => {
                 let role = [Role::Function, Role::Other, Role::Tool][rng.below(3) as usize];
                 h.push(msg(role, t));
             }
-            _ => h.push(MessageInfo { call_ids: vec![fresh()], result_ids: vec![fresh()], ..asst(t) }),
+            _ => h.push(MessageInfo { call_ids: vec![fresh()].into(), result_ids: vec![fresh()].into(), ..asst(t) }),
         }
     }
     h
@@ -796,11 +796,12 @@ fn reference(msgs: &[MessageInfo], mode: Unanswered, rc: &dyn Fn(usize, &[String
         while !m.call_ids.is_empty() && end < n && !msgs[end].result_ids.is_empty() && msgs[end].call_ids.is_empty() {
             end += 1;
         }
-        let once = |id: &String| m.call_ids.iter().filter(|c| *c == id).count() == 1;
+        let m_calls = m.call_ids.to_vec();
+        let once = |id: &String| m_calls.iter().filter(|c| *c == id).count() == 1;
         let mut answered: Vec<String> = vec![];
         let mut members = vec![i];
         for (j, next) in msgs.iter().enumerate().take(end).skip(i + 1) {
-            let ids = &next.result_ids;
+            let ids = &next.result_ids.to_vec();
             let distinct = (0..ids.len()).all(|k| !ids[..k].contains(&ids[k]));
             if distinct && ids.iter().all(|id| once(id) && !answered.contains(id)) {
                 answered.extend(ids.iter().cloned());
@@ -810,7 +811,7 @@ fn reference(msgs: &[MessageInfo], mode: Unanswered, rc: &dyn Fn(usize, &[String
             }
         }
         let mut open: Vec<String> = vec![];
-        for id in &m.call_ids {
+        for id in &m_calls {
             if !answered.contains(id) && !open.contains(id) {
                 open.push(id.clone());
             }
@@ -920,14 +921,14 @@ fn assert_valid_request(msgs: &[MessageInfo], p: &FitPlan) {
         let i = p.kept[k];
         let m = &msgs[i];
         assert!(m.result_ids.is_empty(), "kept result {i} does not follow its call");
-        let calls: Vec<&String> =
-            m.call_ids.iter().filter(|id| strip.get(&i).is_none_or(|s| !s.contains(id))).collect();
+        let calls: Vec<&str> =
+            m.call_ids.iter().filter(|id| strip.get(&i).is_none_or(|s| !s.iter().any(|x| x == id))).collect();
         k += 1;
         if calls.is_empty() {
             assert!(m.call_ids.is_empty() || m.has_content, "message {i} kept empty");
             continue;
         }
-        let mut open: HashSet<&String> = HashSet::new();
+        let mut open: HashSet<&str> = HashSet::new();
         for id in calls {
             assert!(open.insert(id), "message {i} keeps duplicate call id {id}");
         }
@@ -1111,7 +1112,7 @@ fn property_repair_matches_reference() {
                 .map(|&i| {
                     let mut m = h[i].clone();
                     if let Some((_, ids)) = p.stripped.iter().find(|(k, _)| *k == i) {
-                        m.call_ids.retain(|id| !ids.contains(id));
+                        m.call_ids = m.call_ids.iter().filter(|id| !ids.iter().any(|x| x == id)).collect();
                     }
                     m
                 })

@@ -204,7 +204,7 @@ impl<'a> Analysis<'a> {
             *slot = v;
         }
         if let (Some(r), Verdict::Orphan) = (self.report.as_mut(), v) {
-            let ids = self.msgs.get(i).map(|m| m.result_ids.clone()).unwrap_or_default();
+            let ids = self.msgs.get(i).map(|m| m.result_ids.to_vec()).unwrap_or_default();
             r.problems.push(Problem::Orphan { index: i, ids });
         }
         match v {
@@ -328,10 +328,10 @@ mod tests {
         MessageInfo { role, tokens: 1, has_content: true, ..Default::default() }
     }
     fn call(ids: &[&str]) -> MessageInfo {
-        MessageInfo { call_ids: strs(ids), ..text(Role::Assistant) }
+        MessageInfo { call_ids: strs(ids).into(), ..text(Role::Assistant) }
     }
     fn answer(role: Role, ids: &[&str]) -> MessageInfo {
-        MessageInfo { result_ids: strs(ids), ..text(role) }
+        MessageInfo { result_ids: strs(ids).into(), ..text(role) }
     }
     fn spans(r: &UnitReport) -> Vec<(usize, usize, &'static str)> {
         r.blocks.iter().map(|b| (b.start, b.end, b.kind.as_str())).collect()

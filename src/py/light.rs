@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::count::{text_hash, KeyBuilder, MessageFormat};
-use crate::message::{MessageInfo, Role};
+use crate::message::{Ids, MessageInfo, Role};
 
 pub struct Keys {
     pub role: *mut ffi::PyObject,
@@ -257,15 +257,13 @@ pub unsafe fn read(
             return None;
         }
     }
-    let mut call_ids = Vec::new();
+    // Ids go inline into `Ids` (no allocation for the usual one short id).
+    let mut call_ids = Ids::new();
     if let Some(calls) = f.tool_calls {
         if ffi::PyList_Check(calls) == 0 {
             return None;
         }
         let n = ffi::PyList_Size(calls);
-        if ids {
-            call_ids.reserve_exact(n.max(0) as usize); // one allocation, not a growth per call
-        }
         for j in 0..n {
             let call = ffi::PyList_GetItem(calls, j);
             if call.is_null() || !is_dict(call) {
@@ -284,17 +282,17 @@ pub unsafe fn read(
             };
             key.call(name, arguments);
             if ids {
-                call_ids.push(id.to_string());
+                call_ids.push(id);
             }
         }
     }
-    let mut result_ids = Vec::new();
+    let mut result_ids = Ids::new();
     match f.tool_call_id {
         Some(id) => {
             let id = text(id)?;
             key.result_id(id);
             if ids {
-                result_ids = vec![id.to_string()];
+                result_ids.push(id);
             }
         }
         None if role == Role::Tool => return None,
