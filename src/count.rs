@@ -208,6 +208,24 @@ impl Counter {
         self.cache.get(key).map(|n| self.scaled(n))
     }
 
+    /// [`Self::cached_message`] without touching the hit and miss statistics: a reader of a
+    /// whole history records them once, through [`Self::record_lookups`], instead of two
+    /// shared atomic updates per message.
+    #[inline]
+    pub fn peek_message(&self, key: u128) -> Option<usize> {
+        self.cache.peek(key).map(|n| self.scaled(n))
+    }
+
+    /// Record `hits` and `misses` of lookups made with [`Self::peek_message`].
+    pub fn record_lookups(&self, hits: u64, misses: u64) {
+        if hits > 0 {
+            self.cache.add_hits(hits);
+        }
+        if misses > 0 {
+            self.cache.add_misses(misses);
+        }
+    }
+
     /// Count the messages not found by `cached_message` and cache them under their keys;
     /// spread over all cores when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {

@@ -414,7 +414,7 @@ pub(crate) fn read_messages<'py>(
         match light {
             Some((key, info)) => {
                 let needs_full = keep_calls && !info.call_ids.is_empty();
-                match counter.cached_message(key) {
+                match counter.peek_message(key) {
                     Some(t) => {
                         infos.push(MessageInfo { tokens: t as u64, ..info });
                         if needs_full {
@@ -432,7 +432,7 @@ pub(crate) fn read_messages<'py>(
             None => {
                 let m = extract_message(py, i, &obj)?;
                 let key = m.key(&format, &[]);
-                match counter.cached_message(key) {
+                match counter.peek_message(key) {
                     Some(t) => {
                         infos.push(m.info(t as u64));
                         if keep_calls && !m.tool_calls.is_empty() {
@@ -449,6 +449,8 @@ pub(crate) fn read_messages<'py>(
             }
         }
     }
+    // Looked up without statistics (see `peek_message`): recorded here once.
+    counter.record_lookups((infos.len() - pending_count) as u64, pending_count as u64);
     let rest = Uncounted { py, counter: counter.clone(), keep_calls, slots: missing, left: pending_count, full };
     Ok((infos, rest))
 }
