@@ -2,8 +2,8 @@
 //! copies), hash them into the same key `Message::key` gives, and return what selection
 //! needs. Returns `None` for anything unusual (multi-modal parts, Anthropic blocks, wrong
 //! types): the caller then does the full, validating extraction, which also reports errors.
-//! Counting alone needs no pairing ids: copying them out is per call and per result, so the
-//! caller says whether it wants them.
+//! Counting alone needs no pairing ids: they are copied (into an inline `Ids`) only when the
+//! caller asks for them.
 
 use std::sync::Mutex;
 

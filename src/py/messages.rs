@@ -348,7 +348,7 @@ pub(crate) fn counted_messages(
 }
 
 /// Each message's tokens, as `counted_messages` gives them but without reading the pairing
-/// ids (counting needs none, and copying them out is the costliest part of a warm read).
+/// ids (counting needs none).
 pub(crate) fn message_tokens(
     py: Python<'_>,
     counter: &Arc<Counter>,
