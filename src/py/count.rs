@@ -280,7 +280,7 @@ const HELD_SLOTS: usize = 1 << 14;
 
 thread_local! {
     /// The `str` objects this thread counted last, held alive so that their addresses name
-    /// their contents (at most the front-cache byte budget of text).
+    /// their contents (at most four times the front-cache byte budget of text).
     static HELD: std::cell::RefCell<HeldTable<Py<PyAny>>> =
         const { std::cell::RefCell::new(HeldTable::new(HELD_SLOTS, FOLLOW_BUDGET)) };
 }
