@@ -275,8 +275,9 @@ impl PyCounter {
 /// counting or finding them) and held by identity; longer ones are counted detached.
 const HOLD_MAX_LEN: usize = 16 * 1024;
 
-/// Slots of a thread's held table (four per 128-byte set): 512 KiB once used.
-const HELD_SLOTS: usize = 1 << 14;
+/// Slots of a thread's held table (four per 128-byte set): 1 MiB once used, room for the
+/// tens of thousands of texts an agent re-counts without sets evicting each other.
+const HELD_SLOTS: usize = 1 << 15;
 
 thread_local! {
     /// The `str` objects this thread counted last, held alive so that their addresses name
