@@ -260,6 +260,15 @@ def test_encoding_count_is_the_same_fast_method() -> None:
         enc.count("a", limit=3)  # type: ignore[call-arg]
 
 
+def run_with_front_budget(code: str, budget: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter that reads ``WINDOWFIT_FRONT_CACHE_BYTES=budget`` at
+    import (the variable is read once, so a running process cannot show it)."""
+    env = {**os.environ, "WINDOWFIT_FRONT_CACHE_BYTES": budget}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [("0", "(0, 0) 2 1"), ("64", "(1, 11) 2 1"), ("lots", "(1, 11) 2 1")]
 )
@@ -273,10 +282,7 @@ def test_front_cache_bytes_from_the_environment(value: str, expected: str) -> No
         "n = [c.count('hello world') for _ in range(2)][-1]\n"
         "print(_core._front_cache_stats(), n, c.cache_info()['hits'])\n"
     )
-    env = {**os.environ, "WINDOWFIT_FRONT_CACHE_BYTES": value}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
+    out = run_with_front_budget(code, value)
     assert out.stdout.strip() == expected
     assert ("WINDOWFIT_FRONT_CACHE_BYTES" in out.stderr) == (value == "lots")
 
@@ -341,10 +347,6 @@ def test_held_texts_stay_within_four_times_the_front_budget(budget: str) -> None
         "    seen = max(seen, _core._held_cache_stats()[1])\n"
         "print(seen)\n"
     )
-    env = {**os.environ, "WINDOWFIT_FRONT_CACHE_BYTES": budget}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    seen = int(out.stdout)
+    seen = int(run_with_front_budget(code, budget).stdout)
     assert seen <= 4 * int(budget)
     assert (seen > 0) == (budget != "0")
