@@ -226,7 +226,7 @@ impl Counter {
         }
     }
 
-    /// Count the messages not found by `cached_message` and cache them under their keys;
+    /// Count the messages not found by `cached_message` / `peek_message` and cache them under their keys;
     /// spread over all cores when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
         let counts = self.count_missing_until(msgs, None);

@@ -577,6 +577,28 @@ def test_installed_packages_are_exact_even_when_strict() -> None:
 # --------------------------------------------------------------------------- the cache
 
 
+def test_cache_info_counts_one_lookup_per_message_of_a_history() -> None:
+    # A history's message keys are looked up without statistics and recorded once per call
+    # (src/py/messages.rs): a warm re-read is one hit per message and no miss, for counting
+    # and for fitting alike, and the first read's misses are its uncached messages.
+    c = wf.Counter(encoding="cl100k_base", cache_entries=1_000)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": f"hello {i}"} for i in range(7)]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    msgs += [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    c.count_messages(msgs)
+    first = c.cache_info()
+    assert first["misses"] >= len(msgs)
+    c.count_messages(msgs)
+    again = c.cache_info()
+    assert (again["hits"] - first["hits"], again["misses"]) == (len(msgs), first["misses"])
+    wf.fit(msgs, 1_000, counter=c)
+    fitted = c.cache_info()
+    assert (fitted["hits"] - again["hits"], fitted["misses"]) == (len(msgs), first["misses"])
+
+
 def test_cache_info_hits_misses_size() -> None:
     c = wf.Counter(encoding="cl100k_base", cache_entries=100)
     info = c.cache_info()
