@@ -246,10 +246,16 @@ impl CountCache {
     /// `compute` gives on a miss, is remembered in the front table. Hits and misses are
     /// counted once, whichever level answered.
     #[inline]
-    pub fn get_or_insert_hashed(&self, text: &str, hash: u64, compute: impl FnOnce() -> usize) -> usize {
+    pub fn get_or_insert_hashed(
+        &self,
+        text: &str,
+        hash: impl FnOnce() -> u64,
+        compute: impl FnOnce() -> usize,
+    ) -> usize {
         if self.map.is_none() || text.len() > FRONT_MAX_LEN {
             return self.get_or_insert_with(text_key(text), compute);
         }
+        let hash = hash();
         let stamp = self.stamp.load(Ordering::Acquire);
         if let Some(n) = FRONT.with(|f| f.borrow().get(hash, stamp, text)) {
             self.record_front_hit();
@@ -639,27 +645,36 @@ mod tests {
         let cache = CountCache::new(100);
         let mut calls = 0;
         for _ in 0..3 {
-            let n = cache.get_or_insert_hashed("hello", 11, || {
-                calls += 1;
-                5
-            });
+            let n = cache.get_or_insert_hashed(
+                "hello",
+                || 11,
+                || {
+                    calls += 1;
+                    5
+                },
+            );
             assert_eq!(n, 5);
         }
         assert_eq!(calls, 1);
         let info = cache.info();
         assert_eq!((info.hits, info.misses, info.size), (2, 1, 1));
         // a colliding caller hash for another text: counted, never confused
-        assert_eq!(cache.get_or_insert_hashed("world", 11, || 8), 8);
-        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 99), 5);
+        assert_eq!(cache.get_or_insert_hashed("world", || 11, || 8), 8);
+        assert_eq!(cache.get_or_insert_hashed("hello", || 11, || 99), 5);
         // after a clear the front entry is stale: the text is counted again
         cache.clear();
-        assert_eq!(cache.get_or_insert_hashed("hello", 11, || 6), 6);
+        assert_eq!(cache.get_or_insert_hashed("hello", || 11, || 6), 6);
         assert_eq!((cache.info().hits, cache.info().misses), (0, 1));
         // disabled: no front entry either
         let off = CountCache::new(0);
-        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
-        assert_eq!(off.get_or_insert_hashed("hello", 11, || 4), 4);
+        assert_eq!(off.get_or_insert_hashed("hello", || 11, || 4), 4);
+        assert_eq!(off.get_or_insert_hashed("hello", || 11, || 4), 4);
         assert_eq!((off.info().hits, off.info().misses), (0, 2));
+        // the caller's hash is asked only for a text the front table keeps
+        let long = "x".repeat(FRONT_MAX_LEN + 1);
+        let unasked = || -> u64 { panic!("a long text's hash was computed") };
+        assert_eq!(cache.get_or_insert_hashed(&long, unasked, || 3), 3);
+        assert_eq!(off.get_or_insert_hashed("hello", unasked, || 4), 4, "nor with caching off");
     }
 
     #[test]
@@ -674,7 +689,7 @@ mod tests {
                         for i in 0..100u64 {
                             let text = format!("text {}", i % 10);
                             assert_eq!(
-                                cache.get_or_insert_hashed(&text, i % 10, || (i % 10) as usize),
+                                cache.get_or_insert_hashed(&text, || i % 10, || (i % 10) as usize),
                                 (i % 10) as usize,
                                 "thread {t}"
                             );

@@ -322,10 +322,17 @@ impl Counter {
     /// front cache confirms the bytes), so a warm short text skips hashing it again.
     #[inline]
     pub fn count_hashed(&self, text: &str, hash: u64) -> usize {
+        self.scaled(self.raw_count_hashed(text, || hash))
+    }
+
+    /// The raw count through the front table, asking `hash` only of a text the front table
+    /// keeps (the cache's rule: a long text's caller-side hash would be computed for nothing).
+    #[inline]
+    fn raw_count_hashed(&self, text: &str, hash: impl FnOnce() -> u64) -> usize {
         if text.is_empty() {
             return 0;
         }
-        self.scaled(self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text)))
+        self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text))
     }
 
     /// The count of a text the caller holds in `held` under its identity `addr`, stored for
@@ -337,21 +344,18 @@ impl Counter {
         Some(self.scaled(n as usize))
     }
 
-    /// [`Self::count_hashed`] (with a hash) or [`Self::count`], then remember the count in
-    /// `held` under `addr`, the identity of an immutable object holding exactly `text`, which
-    /// `holder` keeps alive. Nothing is held when caching is off.
+    /// [`Self::count_hashed`], with the hash asked only if the front table needs it, then
+    /// remember the count in `held` under `addr`, the identity of an immutable object holding
+    /// exactly `text`, which `holder` keeps alive. Nothing is held when caching is off.
     pub fn count_and_hold<H>(
         &self,
         text: &str,
-        hash: Option<u64>,
+        hash: impl FnOnce() -> u64,
         held: &mut HeldTable<H>,
         addr: usize,
         holder: impl FnOnce() -> H,
     ) -> usize {
-        let raw = match hash {
-            Some(hash) if !text.is_empty() => self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text)),
-            _ => self.raw_count(text),
-        };
+        let raw = self.raw_count_hashed(text, hash);
         if let (Some(stamp), Ok(n)) = (self.cache.stamp(), u32::try_from(raw)) {
             held.insert(addr, stamp, text.len(), n, holder);
         }
