@@ -500,11 +500,13 @@ impl Counter {
         let mut misses = Vec::new();
         for (i, m) in msgs.iter().enumerate() {
             let key = m.key(&self.format, &[]);
-            match self.cached_message(key) {
+            match self.peek_message(key) {
                 Some(n) => out[i] = n,
                 None => misses.push((i, key)),
             }
         }
+        // one statistics update per history, as the bindings' reader does
+        self.record_lookups((msgs.len() - misses.len()) as u64, misses.len() as u64);
         let pending: Vec<(u128, &Message<S>)> = misses.iter().map(|&(i, key)| (key, &msgs[i])).collect();
         for (&(i, _), n) in misses.iter().zip(self.count_missing(&pending)) {
             out[i] = n;
@@ -674,6 +676,20 @@ mod tests {
         assert_eq!(c.count_missing_until(&[(kl, &long)], Some(exact)), vec![Some(exact)]);
         assert_eq!(c.cached_message(kl), Some(exact));
         assert_eq!(c.count_missing(&[(kl, &long)]), vec![exact]);
+    }
+
+    #[test]
+    fn a_history_records_one_lookup_per_message() {
+        // hits and misses of the message keys, recorded once per history: a warm re-read is
+        // one hit per message and adds no miss
+        let c = counter();
+        let msgs: Vec<Message<String>> = (0..40).map(|i| msg("user", &format!("turn {i}"))).collect();
+        let first = c.count_messages(&msgs);
+        let before = c.cache_info();
+        assert!(before.misses >= 40);
+        assert_eq!(c.count_messages(&msgs), first);
+        let after = c.cache_info();
+        assert_eq!((after.hits - before.hits, after.misses), (40, before.misses));
     }
 
     #[test]
