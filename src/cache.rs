@@ -156,6 +156,18 @@ impl CountCache {
         n
     }
 
+    /// The cached count of `text` by its content key ([`text_key`]), or compute, store and
+    /// return it. With caching off the text is not hashed at all: the key would only be thrown
+    /// away, and hashing reads every byte of a text the count reads anyway.
+    #[inline]
+    pub fn get_or_insert_text(&self, text: &str, compute: impl FnOnce() -> usize) -> usize {
+        if self.map.is_none() {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return compute();
+        }
+        self.get_or_insert_with(text_key(text), compute)
+    }
+
     /// The cached count for `key`, counting the hit or miss.
     #[inline]
     pub fn get(&self, key: u128) -> Option<usize> {
@@ -253,7 +265,7 @@ impl CountCache {
         compute: impl FnOnce() -> usize,
     ) -> usize {
         if self.map.is_none() || text.len() > FRONT_MAX_LEN {
-            return self.get_or_insert_with(text_key(text), compute);
+            return self.get_or_insert_text(text, compute);
         }
         let hash = hash();
         let stamp = self.stamp.load(Ordering::Acquire);
@@ -261,7 +273,7 @@ impl CountCache {
             self.record_front_hit();
             return n as usize;
         }
-        let n = self.get_or_insert_with(text_key(text), compute);
+        let n = self.get_or_insert_text(text, compute);
         if let Ok(v) = u32::try_from(n) {
             FRONT.with(|f| f.borrow_mut().insert(hash, stamp, text, v));
         }

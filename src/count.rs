@@ -315,7 +315,7 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
-        self.cache.get_or_insert_with(text_key(text), || self.backend.count(text))
+        self.cache.get_or_insert_text(text, || self.backend.count(text))
     }
 
     /// [`Self::count`] for a caller that already holds a hash of `text` (any hash: the
