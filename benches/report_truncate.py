@@ -18,7 +18,7 @@ Contenders, each run the same number of times (best kept), in one process:
   show the omitted count (``"\\n…\\n"``; ``""`` for the head rows compared with toktok, which
   has no marker) so the whole input is never counted, then the same with ``count_total=True``
   (the exact count of the whole input, as toktok returns it), with ``lines=True``, and with the
-  default marker (which shows the count, so it costs the count);
+  default marker (``"\\n…[truncated]…\\n"``: it shows no count, so the whole input is not counted);
 * toktok-rs ``toktok.truncate(text, 2000, "cl100k_base")``: head only, returns the kept text and
   the whole input's count (one pass, no ids);
 * tiktoken ``encode_ordinary`` + slice + ``decode`` (head).
@@ -76,7 +76,7 @@ def contenders(text: str, c: Any, enc: Any) -> list[tuple[str, Callable[[], Any]
         ("windowfit tail, lines=True", wf("tail", lines=True)),
         ("windowfit head, count_total=True", wf("head", "", count_total=True)),
         ("windowfit head_tail, count_total=True", wf("head_tail", count_total=True)),
-        ("windowfit head_tail, default marker (shows the count)", wf("head_tail", DEFAULT_MARKER)),
+        ("windowfit head_tail, default marker (no count shown)", wf("head_tail", DEFAULT_MARKER)),
     ]
     try:
         import toktok
