@@ -168,16 +168,7 @@ impl CountCache {
         self.get_or_insert_with(text_key(text), compute)
     }
 
-    /// The cached count for `key`, counting the hit or miss.
-    #[inline]
-    pub fn get(&self, key: u128) -> Option<usize> {
-        let found = self.map.as_ref().and_then(|m| m.get(&key));
-        let stat = if found.is_some() { &self.hits } else { &self.misses };
-        stat.fetch_add(1, Ordering::Relaxed);
-        found.map(|n| n as usize)
-    }
-
-    /// Store a count computed after a `get` miss.
+    /// Store a count computed after a `peek` miss.
     #[inline]
     pub fn insert(&self, key: u128, count: usize) {
         if let (Some(map), Ok(v)) = (&self.map, u32::try_from(count)) {

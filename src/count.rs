@@ -203,14 +203,9 @@ impl Counter {
         self.cache.info()
     }
 
-    /// The cached (calibrated) count of the message with content key `key`, if any.
-    pub fn cached_message(&self, key: u128) -> Option<usize> {
-        self.cache.get(key).map(|n| self.scaled(n))
-    }
-
-    /// [`Self::cached_message`] without touching the hit and miss statistics: a reader of a
-    /// whole history records them once, through [`Self::record_lookups`], instead of two
-    /// shared atomic updates per message.
+    /// The cached (calibrated) count of the message with content key `key`, if any. The hit
+    /// and miss statistics are not touched: a reader of a whole history records them once,
+    /// through [`Self::record_lookups`], instead of two shared atomic updates per message.
     #[inline]
     pub fn peek_message(&self, key: u128) -> Option<usize> {
         self.cache.peek(key).map(|n| self.scaled(n))
@@ -226,7 +221,7 @@ impl Counter {
         }
     }
 
-    /// Count the messages not found by `cached_message` / `peek_message` and cache them under their keys;
+    /// Count the messages not found by `peek_message` and cache them under their keys;
     /// spread over all cores when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
         let counts = self.count_missing_until(msgs, None);
@@ -318,15 +313,10 @@ impl Counter {
         self.cache.get_or_insert_text(text, || self.backend.count(text))
     }
 
-    /// [`Self::count`] for a caller that already holds a hash of `text` (any hash: the
-    /// front cache confirms the bytes), so a warm short text skips hashing it again.
-    #[inline]
-    pub fn count_hashed(&self, text: &str, hash: u64) -> usize {
-        self.scaled(self.raw_count_hashed(text, || hash))
-    }
-
-    /// The raw count through the front table, asking `hash` only of a text the front table
-    /// keeps (the cache's rule: a long text's caller-side hash would be computed for nothing).
+    /// The raw count through the front table, for a caller that already holds a hash of
+    /// `text` (any hash: the front table confirms the bytes), asked only of a text the front
+    /// table keeps (the cache's rule: a long text's caller-side hash would be computed for
+    /// nothing).
     #[inline]
     fn raw_count_hashed(&self, text: &str, hash: impl FnOnce() -> u64) -> usize {
         if text.is_empty() {
@@ -344,7 +334,7 @@ impl Counter {
         Some(self.scaled(n as usize))
     }
 
-    /// [`Self::count_hashed`], with the hash asked only if the front table needs it, then
+    /// Tokens of `text` through the front table (see [`Self::raw_count_hashed`]), then
     /// remember the count in `held` under `addr`, the identity of an immutable object holding
     /// exactly `text`, which `holder` keeps alive. Nothing is held when caching is off.
     pub fn count_and_hold<H>(
@@ -557,9 +547,10 @@ mod tests {
     }
 
     #[test]
-    fn count_hashed_agrees_with_the_backend_whatever_the_hash() {
+    fn count_and_hold_agrees_with_the_backend_whatever_the_hash() {
         // every text under one hash (all in one front set): each still gets its own count,
-        // warm or cold, on this thread and on others sharing the counter
+        // warm or cold, on this thread and on others sharing the counter; a small held table
+        // (evicting as it goes) answers by identity only with the same count
         let c = Arc::new(counter());
         let texts: Vec<String> =
             (0..300).map(|i| format!("mot {i} — 文 {}", "ab".repeat(i % 40))).chain(["x".repeat(2000)]).collect();
@@ -568,10 +559,14 @@ mod tests {
             .map(|_| {
                 let (c, texts, expect) = (Arc::clone(&c), texts.clone(), expect.clone());
                 std::thread::spawn(move || {
+                    let mut held = HeldTable::new(64, 1 << 20);
                     for _ in 0..3 {
                         for (t, n) in texts.iter().zip(&expect) {
-                            assert_eq!(c.count_hashed(t, 0), *n, "{t:?}");
-                            assert_eq!(c.count_hashed(t, t.len() as u64), *n, "{t:?}");
+                            let addr = t.as_ptr() as usize;
+                            assert!(c.held_count(&held, addr).is_none_or(|h| h == *n), "{t:?}");
+                            assert_eq!(c.count_and_hold(t, || 0, &mut held, addr, || ()), *n, "{t:?}");
+                            assert_eq!(c.count_and_hold(t, || t.len() as u64, &mut held, addr, || ()), *n);
+                            assert_eq!(c.held_count(&held, addr), Some(*n), "{t:?} just held");
                         }
                     }
                 })
@@ -580,9 +575,13 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
+        let mut held = HeldTable::new(64, 1 << 20);
+        let addr = texts[5].as_ptr() as usize;
+        c.count_and_hold(&texts[5], || 0, &mut held, addr, || ());
         c.clear_cache();
-        assert_eq!(c.count_hashed(&texts[5], 0), expect[5]);
-        assert_eq!(c.count_hashed("", 0), 0);
+        assert_eq!(c.held_count(&held, addr), None, "a clear changes the stamp");
+        assert_eq!(c.count_and_hold(&texts[5], || 0, &mut held, addr, || ()), expect[5]);
+        assert_eq!(c.count_and_hold("", || 0, &mut held, 1, || ()), 0);
     }
 
     #[test]
@@ -669,12 +668,12 @@ mod tests {
         let (kl, ks) = (long.key(&c.format, &[]), short.key(&c.format, &[]));
         let got = c.count_missing_until(&[(kl, &long), (ks, &short)], Some(exact - 1));
         assert_eq!(got, vec![None, Some(c.compute_message(&short, &[]))]);
-        assert_eq!(c.cached_message(kl), None, "a capped count is not cached");
+        assert_eq!(c.peek_message(kl), None, "a capped count is not cached");
         assert_eq!(c.cache.floor(kl), Some(exact - 1), "but the bound it passed is");
         assert_eq!(c.count_missing_until(&[(kl, &long)], Some(exact - 100)), vec![None], "a lower cap is passed too");
-        assert_eq!(c.cached_message(ks), got[1]);
+        assert_eq!(c.peek_message(ks), got[1]);
         assert_eq!(c.count_missing_until(&[(kl, &long)], Some(exact)), vec![Some(exact)]);
-        assert_eq!(c.cached_message(kl), Some(exact));
+        assert_eq!(c.peek_message(kl), Some(exact));
         assert_eq!(c.count_missing(&[(kl, &long)]), vec![exact]);
     }
 
