@@ -330,10 +330,25 @@ thread_local! {
     static SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
-/// The per-thread tables' byte budget now (see [`set_front_bytes`]).
+/// A per-thread table's byte budget: its own `max_bytes`, or for [`FOLLOW_BUDGET`] `factor`
+/// times the one [`set_front_bytes`] sets now.
 #[inline]
-fn front_budget() -> usize {
-    FRONT_BUDGET.load(Ordering::Relaxed)
+fn table_budget(max_bytes: usize, factor: usize) -> usize {
+    if max_bytes == FOLLOW_BUDGET {
+        FRONT_BUDGET.load(Ordering::Relaxed).saturating_mul(factor)
+    } else {
+        max_bytes
+    }
+}
+
+/// The way of a set to store into, for the per-thread tables: the first way that meets the
+/// earliest rule of `prefer` (each table's own order), else each way in turn (`victim`).
+#[inline]
+fn choose_way<S>(ways: &[S], prefer: &[&dyn Fn(&S) -> bool], victim: &mut usize) -> usize {
+    prefer.iter().find_map(|rule| ways.iter().position(rule)).unwrap_or_else(|| {
+        *victim = (*victim + 1) % ways.len();
+        *victim
+    })
 }
 
 /// Entries and text bytes in the calling thread's front table.
@@ -401,12 +416,12 @@ impl FrontTable {
         (hash >> 32) as u32
     }
 
-    /// The stamp an entry was stored under.
+    /// The stamp an entry was stored under, in `arena`.
     #[inline]
-    fn stamp_of(&self, s: &Slot) -> u64 {
+    fn stamp_of(arena: &[u8], s: &Slot) -> u64 {
         let at = s.start as usize;
         let mut b = [0u8; STAMP_BYTES];
-        b.copy_from_slice(&self.arena[at..at + STAMP_BYTES]);
+        b.copy_from_slice(&arena[at..at + STAMP_BYTES]);
         u64::from_ne_bytes(b)
     }
 
@@ -436,7 +451,7 @@ impl FrontTable {
     /// Remember `count` for `text`. Texts that could never fit are not stored.
     pub fn insert(&mut self, hash: u64, stamp: u64, text: &str, count: u32) {
         let len = text.len();
-        let max_bytes = if self.max_bytes == FOLLOW_BUDGET { front_budget() } else { self.max_bytes };
+        let max_bytes = table_budget(self.max_bytes, 1);
         // offsets are u32: an arena never grows past 4 GiB, whatever the budget says
         let max_bytes = max_bytes.min(u32::MAX as usize);
         if len == 0 || len > FRONT_MAX_LEN || STAMP_BYTES + len > max_bytes || stamp == 0 {
@@ -453,18 +468,12 @@ impl FrontTable {
         let set = self.set(hash);
         // An empty way, else one of another cache (or of this one before a clear), else each
         // in turn (a text is inserted only after `get` missed it).
-        let ways = &self.sets[set].0;
-        let way = match ways
-            .iter()
-            .position(|s| s.len == 0)
-            .or_else(|| ways.iter().position(|s| self.stamp_of(s) != stamp))
-        {
-            Some(way) => way,
-            None => {
-                self.victim = (self.victim + 1) % FRONT_WAYS;
-                self.victim
-            }
-        };
+        let arena = &self.arena;
+        let way = choose_way(
+            &self.sets[set].0,
+            &[&|s: &Slot| s.len == 0, &|s: &Slot| Self::stamp_of(arena, s) != stamp],
+            &mut self.victim,
+        );
         let start = self.arena.len();
         self.arena.extend_from_slice(&stamp.to_ne_bytes());
         self.arena.extend_from_slice(text.as_bytes());

@@ -8,7 +8,7 @@
 //! Python reference in the bindings): dropping it releases the text, which happens whenever
 //! an entry is replaced or the table starts over.
 
-use super::FOLLOW_BUDGET;
+use super::{choose_way, table_budget};
 
 /// Ways of a set: four 32-byte slots, two adjacent cache lines (the second is prefetched
 /// with the first); fewer ways let a few sets evict each other on every pass.
@@ -82,11 +82,7 @@ impl<H> HeldTable<H> {
     /// `holder` (made only when the entry is stored). Not stored: texts over the budget, and
     /// stamp 0 (no cache).
     pub fn insert(&mut self, addr: usize, stamp: u64, len: usize, count: u32, holder: impl FnOnce() -> H) {
-        let max_bytes = if self.max_bytes == FOLLOW_BUDGET {
-            super::front_budget().saturating_mul(HELD_BUDGET_FACTOR)
-        } else {
-            self.max_bytes
-        };
+        let max_bytes = table_budget(self.max_bytes, HELD_BUDGET_FACTOR);
         if len == 0 || len > max_bytes || len > u32::MAX as usize || stamp == 0 {
             return;
         }
@@ -96,16 +92,15 @@ impl<H> HeldTable<H> {
         let set = self.set(addr);
         // The same object again (under a new stamp), else an empty way, else one of another
         // cache, else each in turn.
-        let ways = &self.sets[set].0;
-        let way = ways
-            .iter()
-            .position(|s| s.addr == addr && s.holder.is_some())
-            .or_else(|| ways.iter().position(|s| s.holder.is_none()))
-            .or_else(|| ways.iter().position(|s| s.stamp != stamp))
-            .unwrap_or_else(|| {
-                self.victim = (self.victim + 1) % HELD_WAYS;
-                self.victim
-            });
+        let way = choose_way(
+            &self.sets[set].0,
+            &[
+                &|s: &HeldSlot<H>| s.addr == addr && s.holder.is_some(),
+                &|s: &HeldSlot<H>| s.holder.is_none(),
+                &|s: &HeldSlot<H>| s.stamp != stamp,
+            ],
+            &mut self.victim,
+        );
         let old = std::mem::replace(&mut self.sets[set].0[way], HeldSlot::EMPTY);
         if old.holder.is_some() {
             self.bytes -= old.len as usize;
