@@ -24,6 +24,7 @@ import platform
 import subprocess
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,24 @@ def best(
         out = fn()
         t = min(t, time.perf_counter() - s)
     return t, out
+
+
+def steady(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
+    """(seconds per call, last result) as ``timeit`` measures: calls batched until a batch
+    takes 0.2 s (``Timer.autorange``), ``runs`` batches, the best batch's mean. A pass of
+    warm counts is a fraction of a millisecond; one such pass alone mostly measures the
+    process's first passes over its memory (even ``[len(t) for t in texts]`` starts 2-4x
+    slower than it settles): `report_engine.py` times its warm and truncation rows, every
+    contender alike, this way."""
+    last: list[Any] = [None]
+
+    def call() -> None:
+        last[0] = fn()
+
+    timer = timeit.Timer(call)
+    number, _ = timer.autorange()
+    best_batch = min(timer.repeat(repeat=runs, number=number))
+    return best_batch / number, last[0]
 
 
 def fmt_time(s: float) -> str:

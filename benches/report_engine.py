@@ -34,7 +34,6 @@ import platform
 import sys
 import sysconfig
 import tempfile
-import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import windowfit as wf
 from _corpus import deepseek_hf_reference, deepseek_reference, tiktoken_cl100k, tiktoken_o200k
-from report_counting import best, fmt_time
+from report_counting import best, fmt_time, steady
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 
@@ -199,23 +198,6 @@ def counting_tables(runs: int) -> str:
                 rows += warm_rows(name, texts, expected, runs)
                 lines += table(name, label, texts, mb, rows, notes, runs)
     return "\n".join(lines)
-
-
-def steady(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    """(seconds per call, last result) as ``timeit`` measures: calls batched until a batch
-    takes 0.2 s (``Timer.autorange``), ``runs`` batches, the best batch's mean. A pass of
-    warm counts is a fraction of a millisecond; one such pass alone mostly measures the
-    process's first passes over its memory (even ``[len(t) for t in texts]`` starts 2-4x
-    slower than it settles), so the warm rows, and tiktoken beside them, are timed so."""
-    last: list[Any] = [None]
-
-    def call() -> None:
-        last[0] = fn()
-
-    timer = timeit.Timer(call)
-    number, _ = timer.autorange()
-    best_batch = min(timer.repeat(repeat=runs, number=number))
-    return best_batch / number, last[0]
 
 
 def warm_rows(
