@@ -73,7 +73,11 @@ def assert_same_merge(lines: list[_Line]) -> None:
 def _data_dir(name: str) -> Path | None:
     here = Path(__file__).resolve().parent
     return next(
-        (p / "shared" / "data" / name for p in here.parents if (p / "shared" / "data" / name).is_dir()),
+        (
+            p / "shared" / "data" / name
+            for p in here.parents
+            if (p / "shared" / "data" / name).is_dir()
+        ),
         None,
     )
 
@@ -109,7 +113,9 @@ def test_merge_matches_pairwise_on_agent_runs(tmp_path: Path) -> None:
     if tb is None:
         pytest.skip("real agent runs absent (shared/data/agent-sessions/)")
     with tarfile.open(tb) as tar:
-        members = sorted((m for m in tar.getmembers() if m.name.endswith(".traj.json")), key=lambda m: m.name)
+        members = sorted(
+            (m for m in tar.getmembers() if m.name.endswith(".traj.json")), key=lambda m: m.name
+        )
         runs = []
         for member in members[:6]:
             f = tar.extractfile(member)
@@ -155,8 +161,21 @@ def test_merge_matches_pairwise_on_overlapping_sentences(
     msgs: list[dict[str, Any]] = []
     for role, words in rows:
         if role == "tool":
-            msgs.append({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}]})
-            msgs.append({"role": "tool", "tool_call_id": "c", "content": "Error in " + " ".join(words)})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "sh", "arguments": "{}"},
+                        }
+                    ],
+                }
+            )
+            msgs.append(
+                {"role": "tool", "tool_call_id": "c", "content": "Error in " + " ".join(words)}
+            )
         else:
             msgs.append({"role": role, "content": "I saw " + " ".join(words) + " there."})
     assert_same_merge(scored_lines(msgs))

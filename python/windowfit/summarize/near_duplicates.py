@@ -22,7 +22,7 @@ the pairwise scan would find.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 __all__ = ["SIMILARITY", "NearDuplicateIndex", "similar_terms", "required_overlap"]
