@@ -30,6 +30,7 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store._postgres_sql import (
     _COLUMNS,
@@ -55,6 +56,7 @@ from windowfit.store.base import (
     info_int,
     new_epoch,
     ttl_seconds,
+    validate_op_id,
     validate_session_id,
 )
 
@@ -118,6 +120,26 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{db}"
 
 
+#: PostgreSQL cuts identifiers at 63 bytes (NAMEDATALEN - 1) without an error, so two
+#: longer schema names sharing their first 63 bytes would share tables.
+MAX_IDENTIFIER_BYTES = 63
+
+
+def _check_schema(schema: Any) -> None:
+    """``schema`` is None or a plain ASCII SQL identifier PostgreSQL keeps whole."""
+    if schema is None:
+        return
+    if not isinstance(schema, str):
+        raise ArgumentTypeError(f"schema must be a str or None, not {type(schema).__name__}")
+    if not (schema.isidentifier() and schema.isascii()):
+        raise InvalidArgumentError(f"schema must be a plain SQL identifier, got {schema!r}")
+    if len(schema) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgumentError(
+            f"schema must be at most {MAX_IDENTIFIER_BYTES} characters (PostgreSQL would cut "
+            f"it there), got {len(schema)}: {schema!r}"
+        )
+
+
 class PostgresStore(StepStore):
     """Sessions and usage in PostgreSQL at ``dsn`` (``postgresql://user@host:port/db`` or a
     ``key=value`` conninfo string).
@@ -152,8 +174,7 @@ class PostgresStore(StepStore):
             psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
             raise StoreError(f"invalid PostgreSQL DSN: {exc}") from None
-        if schema is not None and not (schema.isidentifier() and schema.isascii()):
-            raise ValueError(f"schema must be a plain SQL identifier, got {schema!r}")
+        _check_schema(schema)
         if not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
         self.dsn = dsn
@@ -545,10 +566,11 @@ class PostgresStore(StepStore):
         if name == "append":
             session_id, messages = args
             sid = _db(validate_session_id(session_id))
+            op_id = validate_op_id(kwargs.get("op_id"))
             records = [encode_message(m, now=now) for m in messages]
             if not records:
                 return lambda: self._op_append(sid, [], now)
-            return self._write(lambda: self._op_append(sid, records, now), int)
+            return self._write(lambda: self._op_append(sid, records, now), int, op_id)
         if name == "read":
             session_id, start = args
             sid = _db(session_id)
@@ -617,13 +639,15 @@ class PostgresStore(StepStore):
         raise AssertionError(name)  # pragma: no cover
 
     def _write(
-        self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any]
+        self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any], op_id: str | None = None
     ) -> Callable[[], _Op[_T]]:
-        op_id = new_op_id()
+        # a caller's op_id retries an earlier call: even its first attempt may find it applied
+        given = op_id is not None
+        op = op_id or new_op_id()
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
         attempts = itertools.count()
-        return lambda: self._once(op_id, body(), encode, prune, next(attempts) > 0)
+        return lambda: self._once(op, body(), encode, prune, given or next(attempts) > 0)
 
 
 def _none(_: None) -> None:
