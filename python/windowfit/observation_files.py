@@ -62,6 +62,7 @@ def private_root() -> Path:
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def ensure_private(root: Path) -> None:
@@ -111,7 +112,8 @@ def _holds(path: Path, data: bytes) -> bool:
     """Whether ``path`` is a regular file of this user (not a link) holding exactly ``data``:
     a name fixed by content may have been put there by someone else."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        # O_NONBLOCK: a FIFO planted at the name must not hang the open
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
     except OSError:
         return False
     try:
