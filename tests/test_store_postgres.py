@@ -235,3 +235,40 @@ def test_schema_names_postgres_would_cut_are_refused(postgres_server: PostgresSe
         assert rows == [(longest,)]
     finally:
         s.close()
+
+
+def test_a_write_lost_after_its_commit_is_an_unknown_outcome_retried_once(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append commits, then every connection dies before the reply: the caller gets
+    StoreOutcomeUnknownError with the op id, and retrying with it appends nothing twice."""
+    from windowfit.store import StoreOutcomeUnknownError
+    from windowfit.store import postgres as pg_module
+
+    sid = f"lost-{uuid.uuid4().hex[:8]}"
+    store.append(sid, [{"role": "user", "content": "first"}])
+    real_run, real_execute = pg_module.run_steps, pg_module._execute
+    conns: list[Any] = []
+    committed: list[Any] = []
+
+    def seeing_execute(conn: Any, step: Any) -> Any:
+        conns.append(conn)
+        return real_execute(conn, step)
+
+    def committed_then_lost(op: Any, execute: Any) -> Any:
+        if not committed:
+            committed.append(real_run(op, execute))
+            conns[-1].commit()  # applied on the server
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(pg_module, "_execute", seeing_execute)
+    monkeypatch.setattr(pg_module, "run_steps", committed_then_lost)
+    monkeypatch.setattr(pg_module.time, "sleep", lambda s: None)
+    with pytest.raises(StoreOutcomeUnknownError) as info:
+        store.append(sid, [{"role": "assistant", "content": "maybe"}])
+    err = info.value
+    assert isinstance(err, StoreError) and err.op_id and err.session_id == sid
+    monkeypatch.setattr(pg_module, "run_steps", real_run)
+    assert store.append(sid, [{"role": "assistant", "content": "maybe"}], op_id=err.op_id) == 1
+    assert committed == [1]
+    assert [m["content"] for m in store.read(sid)[1]] == ["first", "maybe"]

@@ -46,6 +46,7 @@ from windowfit.store.base import (
     SessionInfo,
     StoreCorruptError,
     StoreError,
+    StoreOutcomeUnknownError,
     UsageRecord,
     UsageRow,
     decode_messages,
@@ -262,6 +263,7 @@ class PostgresStore(StepStore):
 
     def _drive(self, make: Operation, session_id: str | None) -> Any:
         pool = self._sync_pool()
+        lost = False  # a connection died under an attempt: it may have committed
         for attempt in range(_ATTEMPTS):
             try:
                 if not self._schema_ready:
@@ -271,11 +273,21 @@ class PostgresStore(StepStore):
                 with pool.connection() as conn:
                     return run_steps(make(), lambda step: _execute(conn, step))
             except self._psycopg.Error as exc:
-                if attempt + 1 < _ATTEMPTS and self._retryable(exc):
+                retryable = self._retryable(exc)
+                lost = lost or retryable
+                if attempt + 1 < _ATTEMPTS and retryable:
                     logger.warning("%r: %s; retrying on a new connection", self, exc)
                     time.sleep(0.05 * 2**attempt)
                     pool.check()  # the other idle connections may have died with this one
                     continue
+                retry_with = getattr(make, "retry_with", None)
+                if lost and retry_with is not None:
+                    raise StoreOutcomeUnknownError(
+                        f"PostgreSQL at {self.where} lost the connection under a write ({exc}): "
+                        "it may or may not be applied",
+                        op_id=retry_with,
+                        session_id=session_id,
+                    ) from exc
                 raise self._map_error(exc, session_id) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -570,7 +582,9 @@ class PostgresStore(StepStore):
             records = [encode_message(m, now=now) for m in messages]
             if not records:
                 return lambda: self._op_append(sid, [], now)
-            return self._write(lambda: self._op_append(sid, records, now), int, op_id)
+            make = self._write(lambda: self._op_append(sid, records, now), int, op_id)
+            make.retry_with = make.op_id  # type: ignore[attr-defined]  # the caller may retry
+            return make
         if name == "read":
             session_id, start = args
             sid = _db(session_id)
@@ -647,7 +661,12 @@ class PostgresStore(StepStore):
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
         attempts = itertools.count()
-        return lambda: self._once(op, body(), encode, prune, given or next(attempts) > 0)
+
+        def run() -> _Op[_T]:
+            return self._once(op, body(), encode, prune, given or next(attempts) > 0)
+
+        run.op_id = op  # type: ignore[attr-defined]
+        return run
 
 
 def _none(_: None) -> None:
