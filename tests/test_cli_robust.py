@@ -41,7 +41,15 @@ def endless_stdin(monkeypatch: pytest.MonkeyPatch) -> EndlessZeros:
     return zeros
 
 
-@pytest.mark.parametrize("command", [["truncate", "-", "--max-tokens", "10"], ["count", "-"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["truncate", "-", "--max-tokens", "10"],
+        ["count", "-"],
+        ["count", "--messages", "-"],
+        ["fit", "-", "--budget", "100"],
+    ],
+)
 def test_endless_input_is_refused_at_the_cap(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:

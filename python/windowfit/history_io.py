@@ -305,27 +305,37 @@ def _validate(messages: list[dict[str, Any]], source: str, lines: list[int | Non
 
 
 def load_history(
-    path: str | Path, *, format: str | None = None, text: str | None = None
+    path: str | Path,
+    *,
+    format: str | None = None,
+    text: str | None = None,
+    data: bytes | None = None,
 ) -> History:
-    """Read the history in ``path`` (``"-"``: standard input, or pass ``text``).
+    """Read the history in ``path`` (``"-"``: standard input, or pass ``text``, or the file's
+    bytes as ``data`` when the caller read them itself).
 
     ``format`` is one of :data:`FORMATS`; None detects it. Raises :class:`HistoryFormatError`
     (a ``ValueError``) naming the file, line and field, and ``OSError`` when the file cannot be
     read.
     """
     try:
-        return _load_history(path, format, text)
+        return _load_history(path, format, text, data)
     except RecursionError:  # a document deep enough for the parser, too deep for a later step
         source = "<stdin>" if str(path) == "-" else str(path)
         raise _too_deep(source, text or "", 1) from None
 
 
-def _load_history(path: str | Path, format: str | None, text: str | None) -> History:
+def _load_history(
+    path: str | Path, format: str | None, text: str | None, data: bytes | None
+) -> History:
     source = "<stdin>" if str(path) == "-" else str(path)
     if format is not None and format not in FORMATS:
         raise HistoryFormatError(source, None, "format", f"unknown {format!r}; one of {FORMATS}")
     if text is None:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+        if data is not None:
+            raw = data
+        else:
+            raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:

@@ -96,10 +96,7 @@ def read_history(path: str, fmt: str | None = None) -> Any:
     """A :class:`windowfit.history_io.History`; malformed files raise ``HistoryFormatError``."""
     from windowfit.history_io import load_history
 
-    try:
-        return load_history(path, format=fmt)
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror or e}", 1) from e
+    return load_history(path, format=fmt, data=read_bytes(path))
 
 
 def make_counter(model: str | None = None, encoding: str | None = None) -> Any:
