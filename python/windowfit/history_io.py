@@ -326,14 +326,14 @@ def load_history(
 
 
 def _load_history(
-    path: str | Path, format: str | None, text: str | None, data: bytes | None
+    path: str | Path, format: str | None, text: str | None, read: bytes | None
 ) -> History:
     source = "<stdin>" if str(path) == "-" else str(path)
     if format is not None and format not in FORMATS:
         raise HistoryFormatError(source, None, "format", f"unknown {format!r}; one of {FORMATS}")
     if text is None:
-        if data is not None:
-            raw = data
+        if read is not None:
+            raw = read
         else:
             raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
         try:
