@@ -236,3 +236,100 @@ def test_models_and_config(name: Any, number: Any) -> None:
     if cm is not None:
         assert isinstance(cm.context_window, int) and cm.context_window >= 1
         assert cm.summary_timeout is None or (0 < cm.summary_timeout < math.inf)
+
+
+# --------------------------------------------------------------------------- link tricks
+
+PLANTS = ["none", "link-file", "link-same", "dangling", "link-dir", "other", "same", "fifo", "dir"]
+ROOTS = ["fresh", "ours-0755", "ours-0700", "open-0777", "link-dir", "link-file", "file"]
+
+
+@settings(FUZZ, max_examples=60)
+@given(
+    plant=st.sampled_from(PLANTS),
+    root=st.sampled_from(ROOTS),
+    output=st.text(min_size=1, max_size=400),
+    cached=st.booleans(),
+)
+def test_tool_output_files_survive_link_tricks(
+    tmp_path_factory: pytest.TempPathFactory, plant: str, root: str, output: str, cached: bool
+) -> None:
+    """Whatever someone planted at the output's name or at the private folder, a reported
+    path is this user's regular file holding exactly the output, or nothing is reported (a
+    save error) and nothing outside is written through a link."""
+    import os
+    import stat
+    import tempfile
+
+    from windowfit import observation_files
+
+    base = tmp_path_factory.mktemp("links")
+    shared = base / "tmp"
+    shared.mkdir()
+    victim = base / "victim.txt"
+    victim.write_text("someone else's text")
+    victim_dir = base / "victim-dir"
+    victim_dir.mkdir()
+    old_tempdir = tempfile.tempdir
+    tempfile.tempdir = str(shared)
+    try:
+        private = observation_files.private_root()
+        if root == "ours-0755" or root == "ours-0700" or root == "open-0777":
+            private.mkdir(mode=0o700)
+            private.chmod({"ours-0755": 0o755, "ours-0700": 0o700, "open-0777": 0o777}[root])
+        elif root == "link-dir":
+            private.symlink_to(victim_dir)
+        elif root == "link-file":
+            private.symlink_to(victim)
+        elif root == "file":
+            private.write_text("squatter")
+        out_dir = private / "tool-output"
+        t = ObservationTruncator(
+            max_lines=2, output_dir=out_dir, counter=COUNTER, cache_size=4 if cached else 0
+        )
+        probe = ObservationTruncator(
+            max_lines=2, output_dir=base / "probe", counter=COUNTER, cache_size=4
+        )
+        text = "\n".join([output] * 5)
+        name = Path(str(probe.truncate("t", text)["full_output_path"])).name
+        planted = cached and root in ("fresh", "ours-0700") and plant != "none"
+        if planted:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            target = out_dir / name
+            saved = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            if plant == "link-file":
+                target.symlink_to(victim)
+            elif plant == "link-same":
+                copy = base / "same.txt"
+                copy.write_text(saved, encoding="utf-8", newline="")
+                target.symlink_to(copy)
+            elif plant == "dangling":
+                target.symlink_to(base / "nowhere")
+            elif plant == "link-dir":
+                target.symlink_to(victim_dir)
+            elif plant == "other":
+                target.write_text("x" * len(saved))
+            elif plant == "same":
+                target.write_text(saved, encoding="utf-8", newline="")
+            elif plant == "fifo":
+                os.mkfifo(target)
+            elif plant == "dir":
+                target.mkdir()
+        r = t.truncate("t", text)
+        path = r["full_output_path"]
+        if path is None:
+            assert r["stats"]["save_error"]
+        else:
+            p = Path(path)
+            info = os.lstat(p)
+            assert stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
+            assert p.read_bytes().decode("utf-8") == text.encode("utf-8", "surrogatepass").decode(
+                "utf-8", "replace"
+            )
+            assert not any(q.is_symlink() for q in [p.parent, *p.parents][:3])
+        safe_root = root in ("fresh", "ours-0755", "ours-0700")
+        assert (path is not None) == (safe_root and not (planted and plant == "dir"))
+        assert victim.read_text() == "someone else's text"
+        assert list(victim_dir.iterdir()) == []
+    finally:
+        tempfile.tempdir = old_tempdir

@@ -318,7 +318,7 @@ def test_async_session_matches_sync(session) -> None:
     )
 
     class AsyncSummarizer:
-        max_input_tokens = 10**9  # fold as much per call as the inline default does
+        inline = True  # folds as much per call as the inline default does (awaited inline)
         keeps_target = True  # as the wrapped summarizer: it gets the same (whole) room
 
         def __init__(self) -> None:

@@ -468,13 +468,13 @@ def test_atruncate_does_not_block_the_loop(tmp_path: Path, monkeypatch: pytest.M
     """The file write runs in a worker thread: other tasks progress meanwhile."""
     ot = ObservationTruncator(max_lines=2, output_dir=tmp_path, counter=CL100K)
     gate = threading.Event()
-    real = observation._write_atomic
+    real = observation.save_output
 
-    def slow_write(*args: Any) -> Path:
+    def slow_write(*args: Any, **kwargs: Any) -> Path:
         assert gate.wait(5), "the event loop was blocked during the write"
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(observation, "_write_atomic", slow_write)
+    monkeypatch.setattr(observation, "save_output", slow_write)
 
     async def run() -> dict[str, Any]:
         task = asyncio.create_task(ot.atruncate("t", LOG))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from windowfit.session import Session
-from windowfit.store import BaseStore, ConflictError, MemoryStore, SQLiteStore
+from windowfit.store import BaseStore, MemoryStore, SQLiteStore
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -119,7 +119,9 @@ def test_prepare_retries_after_a_concurrent_save(store: BaseStore) -> None:
     assert s.load_state() == ({"summarized_until": 5, "summary": "5 folded"}, 2)
 
 
-def test_prepare_gives_up_after_retries(store: BaseStore) -> None:
+def test_prepare_under_contention_returns_the_prompt_unsaved(store: BaseStore) -> None:
+    """Every attempt loses the race to save its state: the last prompt (valid whoever saved
+    the state) is returned, not thrown away, and its stats say the state was not saved."""
     s = store.session("hot")
     fill(s, 6)
     rival = store.session("hot")
@@ -129,10 +131,23 @@ def test_prepare_gives_up_after_retries(store: BaseStore) -> None:
         rival.save_state({"summarized_until": 1, "summary": f"rival {call}"}, version)
 
     cm = FakeCM(before=always)
-    with pytest.raises(ConflictError):
-        s.prepare(cm, retries=1)
+    p = s.prepare(cm, retries=1)
     assert len(cm.calls) == 2
-    assert s.state == {"summarized_until": 1, "summary": "rival 2"}
+    assert [m["content"] for m in p.messages] == ["m4", "m5"]
+    assert p.stats["state_saved"] is False
+    assert (
+        "conflict" in p.stats["state_save_error"].lower()
+        or "version" in p.stats["state_save_error"]
+    )
+    assert p.state == {"summarized_until": 4, "summary": "4 folded"}
+    assert s.state == {"summarized_until": 1, "summary": "rival 2"}  # the rival's stays
+
+
+def test_prepare_says_whether_it_saved(store: BaseStore) -> None:
+    s = store.session("said")
+    fill(s, 6)
+    assert s.prepare(FakeCM(keep=2)).stats["state_saved"] is True
+    assert s.prepare(FakeCM(keep=2)).stats["state_saved"] is False  # same state: nothing new
 
 
 def test_aprepare(store: BaseStore) -> None:

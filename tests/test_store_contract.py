@@ -175,6 +175,29 @@ def test_extend_is_contiguous_and_returns_first_index(store: BaseStore) -> None:
     assert info.created_at <= info.updated_at
 
 
+def test_an_append_retried_with_its_op_id_is_applied_once(store: BaseStore) -> None:
+    """What a caller does after StoreOutcomeUnknownError: the same append, the same op id."""
+    s = store.session(sid())
+    s.append({"role": "user", "content": "first"})
+    once = [{"role": "assistant", "content": "once"}, {"role": "user", "content": "twice?"}]
+    assert store.append(s.id, once, op_id="op-retry-1") == 1
+    assert store.append(s.id, once, op_id="op-retry-1") == 1  # the retry: nothing new
+    assert s.extend([{"role": "assistant", "content": "next"}], op_id="op-retry-2") == 3
+    assert s.extend([{"role": "assistant", "content": "next"}], op_id="op-retry-2") == 3
+    assert [m["content"] for m in s.messages] == ["first", "once", "twice?", "next"]
+
+    async def retried() -> int:
+        return await store.aappend(s.id, once, op_id="op-retry-1")
+
+    assert asyncio.run(retried()) == 1 and len(s.messages) == 4
+    for bad in ("", "has space", "x" * 65, "brace{"):
+        with pytest.raises(ValueError, match="op_id"):
+            store.append(s.id, once, op_id=bad)
+    with pytest.raises(TypeError, match="op_id"):
+        store.append(s.id, once, op_id=5)  # type: ignore[arg-type]
+    assert len(s.messages) == 4
+
+
 def test_extend_of_more_than_lua_unpack_limit(store: BaseStore) -> None:
     s = store.session(sid())
     msgs = [{"role": "user", "content": f"m{i}"} for i in range(2500)]

@@ -21,6 +21,7 @@ psycopg = pytest.importorskip("psycopg")
 
 from windowfit.errors import WindowfitError  # noqa: E402
 from windowfit.store import StoreCorruptError, StoreError  # noqa: E402
+from windowfit.store.base import UNREADABLE, is_unreadable  # noqa: E402
 from windowfit.store.postgres import PostgresStore  # noqa: E402
 
 # imported so that pytest finds these fixtures in this module
@@ -174,9 +175,11 @@ def test_bare_rows_load_and_corrupt_or_missing_rows_name_the_message(
         'INSERT INTO windowfit_messages VALUES (\'old\', 1, \'{"role": "assistant", "content": "b"}\')',
         "INSERT INTO windowfit_messages VALUES ('old', 2, 'not json')",
     )
-    with pytest.raises(StoreCorruptError, match="message 2") as info:
-        store.read("old")
-    assert info.value.session_id == "old"
+    # an undecodable row keeps its place as a stand-in naming it; the rest still loads
+    epoch, messages = store.read("old")
+    assert [m.get("content") for m in messages[:2]] == ["a", "b"]
+    assert is_unreadable(messages[2]) and "message 2" in messages[2][UNREADABLE]
+    assert "'old'" in messages[2][UNREADABLE]
     _sql(postgres_server, pg_schema, "DELETE FROM windowfit_messages WHERE seq = 2")
     assert [m["content"] for m in store.read("old")[1]] == ["a", "b"]
     _sql(postgres_server, pg_schema, "DELETE FROM windowfit_messages WHERE seq = 0")
@@ -205,3 +208,67 @@ def test_nul_in_ids_and_texts_round_trip(store: PostgresStore) -> None:
         child, parent, "t\x00\\", "x\x00", "r\x00\\0"
     )  # fmt: skip
     assert store.info("p\x00\\0") is not None and store.info("p\\0\\0") is None
+
+
+def test_schema_names_postgres_would_cut_are_refused(postgres_server: PostgresServer) -> None:
+    """PostgreSQL keeps 63 bytes of an identifier: two longer names sharing them would share
+    tables, so such a name is an error; 63 characters still work."""
+    from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+
+    stem = "t" + uuid.uuid4().hex  # 33 characters
+    longest = (stem * 2)[:63]
+    for too_long in (longest + "a", longest + "b"):
+        with pytest.raises(InvalidArgumentError, match="schema must be at most 63") as info:
+            PostgresStore(postgres_server.dsn, schema=too_long)
+        assert isinstance(info.value, ValueError)
+    with pytest.raises(ArgumentTypeError, match="schema must be a str"):
+        PostgresStore(postgres_server.dsn, schema=5)  # type: ignore[arg-type]
+    s = PostgresStore(postgres_server.dsn, schema=longest)
+    try:
+        s.append("a", [{"role": "user", "content": "kept whole"}])
+        assert s.read("a")[1][0]["content"] == "kept whole"
+        (rows,) = _sql(
+            postgres_server,
+            longest,
+            f"SELECT schema_name FROM information_schema.schemata WHERE schema_name = '{longest}'",
+        )
+        assert rows == [(longest,)]
+    finally:
+        s.close()
+
+
+def test_a_write_lost_after_its_commit_is_an_unknown_outcome_retried_once(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The append commits, then every connection dies before the reply: the caller gets
+    StoreOutcomeUnknownError with the op id, and retrying with it appends nothing twice."""
+    from windowfit.store import StoreOutcomeUnknownError
+    from windowfit.store import postgres as pg_module
+
+    sid = f"lost-{uuid.uuid4().hex[:8]}"
+    store.append(sid, [{"role": "user", "content": "first"}])
+    real_run, real_execute = pg_module.run_steps, pg_module._execute
+    conns: list[Any] = []
+    committed: list[Any] = []
+
+    def seeing_execute(conn: Any, step: Any) -> Any:
+        conns.append(conn)
+        return real_execute(conn, step)
+
+    def committed_then_lost(op: Any, execute: Any) -> Any:
+        if not committed:
+            committed.append(real_run(op, execute))
+            conns[-1].commit()  # applied on the server
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(pg_module, "_execute", seeing_execute)
+    monkeypatch.setattr(pg_module, "run_steps", committed_then_lost)
+    monkeypatch.setattr(pg_module.time, "sleep", lambda s: None)
+    with pytest.raises(StoreOutcomeUnknownError) as info:
+        store.append(sid, [{"role": "assistant", "content": "maybe"}])
+    err = info.value
+    assert isinstance(err, StoreError) and err.op_id and err.session_id == sid
+    monkeypatch.setattr(pg_module, "run_steps", real_run)
+    assert store.append(sid, [{"role": "assistant", "content": "maybe"}], op_id=err.op_id) == 1
+    assert committed == [1]
+    assert [m["content"] for m in store.read(sid)[1]] == ["first", "maybe"]

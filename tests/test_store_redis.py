@@ -283,16 +283,27 @@ def test_wrong_type_meta_key(store: RedisStore, r: redis.Redis, redis_prefix: st
             action(store.session("meta-odd"))
 
 
-@pytest.mark.parametrize("junk", [b"\xff\xfe\xfd", b"{not json", b"[1]", b'{"_wf": 3, "m": {}}'])
-def test_garbage_list_elements(
+@pytest.mark.parametrize("junk", [b"\xff\xfe\xfd", b"{not json", b"[1]"])
+def test_garbage_list_elements_are_skipped_and_reported(
     store: RedisStore, r: redis.Redis, redis_prefix: str, junk: bytes
 ) -> None:
     s = store.session("junk")
     s.append({"role": "user", "content": "good"})
     r.rpush(store._k("m", "junk"), junk)
-    with pytest.raises(StoreCorruptError) as err:
-        _ = store.session("junk").messages
-    assert err.value.session_id == "junk" and "message 1" in str(err.value)
+    r.rpush(store._k("m", "junk"), b'{"role": "assistant", "content": "after"}')
+    handle = store.session("junk")
+    assert [m.get("content") for m in handle.messages] == ["good", None, "after"]
+    [(index, why)] = handle.unreadable
+    assert index == 1 and "'junk'" in why and "message 1" in why
+
+
+def test_a_record_of_a_newer_format_is_an_error(store: RedisStore, r: redis.Redis) -> None:
+    """Not damage: this windowfit cannot read the session's newer records, so it says so."""
+    store.session("newer").append({"role": "user", "content": "good"})
+    r.rpush(store._k("m", "newer"), b'{"_wf": 3, "m": {}}')
+    with pytest.raises(StoreCorruptError, match="newer windowfit") as err:
+        _ = store.session("newer").messages
+    assert err.value.session_id == "newer" and "message 1" in str(err.value)
 
 
 def test_corrupt_meta_fields(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
@@ -444,6 +455,146 @@ def test_server_restart_mid_run_loses_and_duplicates_nothing() -> None:
         # restart costs no write
         assert failed == []
         assert len(seen) == 3 * 150
+        store.close()
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------------- unknown outcomes
+
+
+def test_a_write_lost_after_it_ran_is_an_unknown_outcome_retried_once(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server applies the append, then every connection dies (a restart right after the
+    script ran): the caller gets StoreOutcomeUnknownError with the op id, and retrying with
+    it stores nothing twice."""
+    from windowfit.store import StoreOutcomeUnknownError
+    from windowfit.store import redis as redis_module
+
+    monkeypatch.setattr(redis_module, "_BACKOFF", 0.0)
+    s = store.session("lost-reply")
+    s.append({"role": "user", "content": "first"})
+    real = store._execute
+    ran: list[Any] = []
+
+    def applied_then_lost(client: Any, scripts: Any, request: Any) -> Any:
+        if not ran:
+            ran.append(real(client, scripts, request))  # applied on the server
+        raise redis.exceptions.ConnectionError("Connection closed by server.")
+
+    monkeypatch.setattr(store, "_execute", applied_then_lost)
+    with pytest.raises(StoreOutcomeUnknownError) as info:
+        s.append({"role": "assistant", "content": "maybe"})
+    err = info.value
+    assert isinstance(err, StoreError) and err.op_id and err.session_id == "lost-reply"
+    assert err.op_id in str(err)
+    monkeypatch.setattr(store, "_execute", real)
+    assert s.append({"role": "assistant", "content": "maybe"}, op_id=err.op_id) == ran[0] == 1
+    assert [m["content"] for m in store.session("lost-reply").messages] == ["first", "maybe"]
+    # a read that loses its connection is not an unknown outcome: a plain StoreError
+    monkeypatch.setattr(store, "_execute", applied_then_lost)
+    with pytest.raises(StoreError) as read_error:
+        store.read("lost-reply")
+    assert not isinstance(read_error.value, StoreOutcomeUnknownError)
+
+
+# ---------------------------------------------------------------------- memory limits
+
+
+def fill_until_full(store: RedisStore, prefix: str) -> list[str]:
+    """Sessions appended until the server refuses writes; the ids written."""
+    written = []
+    blob = "x" * 20_000
+    for i in range(10_000):
+        sid = f"{prefix}-{i}"
+        try:
+            store.append(sid, [{"role": "user", "content": f"{i} {blob}"}])
+        except StoreError as exc:
+            assert "OOM" in str(exc) or "maxmemory" in str(exc)
+            return written
+        written.append(sid)
+    raise AssertionError("the server never reached its memory limit")
+
+
+def test_reads_work_at_maxmemory_with_noeviction() -> None:
+    """Writes are refused at the limit; reads are not (they never run as MULTI/EXEC, whose
+    queued commands the server refuses at maxmemory)."""
+    server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    try:
+        store = RedisStore(server.url, prefix="full")
+        store.session("kept").extend([{"role": "user", "content": "hello"}])
+        store.session("kept").save_state({"summary": "s"})
+        written = fill_until_full(store, "bulk")
+        assert len(written) > 10
+        s = store.session("kept")
+        assert s.messages == [{"role": "user", "content": "hello"}]
+        assert s.state == {"summary": "s"} and s.info() is not None
+        assert store.read(written[-1])[1][0]["content"].startswith(written[-1].split("-")[1])
+        assert len(store.list_sessions(limit=5)) == 5
+        assert store.children("kept") == []
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_evicted_keys_are_reported_never_an_empty_history(
+    store: RedisStore, r: redis.Redis
+) -> None:
+    """What an evicting policy does to a session, key by key: a shortened or vanished history
+    is a StoreCorruptError naming it, never a silently empty one."""
+    s = store.session("evicted")
+    s.extend([{"role": "user", "content": f"m{i}"} for i in range(3)])
+    r.rpop(store._k("m", "evicted"))  # the list lost its tail
+    with pytest.raises(StoreCorruptError, match="1 of 3 messages are missing") as info:
+        store.read("evicted")
+    assert info.value.session_id == "evicted" and "noeviction" in str(info.value)
+    r.delete(store._k("m", "evicted"))  # the whole list
+    with pytest.raises(StoreCorruptError, match="3 of 3 messages are missing"):
+        store.read("evicted")
+    r.delete(store._k("h", "evicted"))  # and its record: still listed in the index
+    with pytest.raises(StoreCorruptError, match="record is gone"):
+        store.read("evicted")
+    # a deleted session, and one never written, read as absent
+    store.session("gone").append({"role": "user", "content": "x"})
+    assert store.delete("gone") and store.read("gone") == (None, [])
+    assert store.read("never-written") == (None, [])
+
+
+def test_an_expired_session_reads_empty(redis_url: str, redis_prefix: str) -> None:
+    store = RedisStore(redis_url, prefix=redis_prefix, ttl=1)
+    store.session("short").append({"role": "user", "content": "x"})
+    deadline = time.monotonic() + 10
+    while store.info("short") is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert store.read("short") == (None, [])  # expired as asked: no error
+    store.close()
+
+
+def test_an_evicting_server_never_returns_a_silently_empty_session() -> None:
+    server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random")
+    try:
+        store = RedisStore(server.url, prefix="evict")
+        blob = "y" * 20_000
+        ids = [f"s{i}" for i in range(400)]
+        for sid in ids:
+            store.append(sid, [{"role": "user", "content": f"{sid} {blob}"}])
+            store.append(sid, [{"role": "assistant", "content": "ok"}])
+        outcomes = {"whole": 0, "reported": 0, "absent": 0}
+        for sid in ids:
+            try:
+                epoch, messages = store.read(sid)
+            except StoreCorruptError as exc:
+                assert exc.session_id == sid
+                outcomes["reported"] += 1
+                continue
+            if epoch is None and not messages:
+                outcomes["absent"] += 1  # every key of it gone, index entry too
+                continue
+            assert [m["content"] for m in messages][1:] == ["ok"], messages
+            outcomes["whole"] += 1
+        assert outcomes["reported"] > 0 and outcomes["whole"] > 0
         store.close()
     finally:
         server.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import sqlite3
@@ -213,28 +214,66 @@ def test_unreachable_path_is_a_store_error(tmp_path: Path) -> None:
     [
         "{not json",
         "[1,2,3]",
-        '{"_wf": 42, "m": {}}',
         b"\xff\xfe\x00garbage",
         '{"_wf": 1, "m": "str"}',
     ],
 )
-def test_corrupt_message_names_the_session(tmp_path: Path, data: object) -> None:
+def test_corrupt_message_is_skipped_and_reported(
+    tmp_path: Path, data: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One undecodable record never makes the session unreadable: it keeps its place as a
+    stand-in, is logged, listed in ``Session.unreadable`` and never sent."""
     db = tmp_path / "c.db"
     store = SQLiteStore(db)
-    store.session("victim").extend([{"role": "user", "content": "ok"}] * 3)
+    store.session("victim").extend(
+        [{"role": "user" if i % 2 == 0 else "assistant", "content": f"ok {i}"} for i in range(3)]
+    )
     store.session("healthy").append({"role": "user", "content": "fine"})
     with raw(db) as c:
         c.execute(
             "UPDATE windowfit_messages SET data = ? WHERE session_id = 'victim' AND seq = 1",
             (data,),
         )
-    with pytest.raises(StoreCorruptError) as err:
-        _ = store.session("victim").messages
-    assert err.value.session_id == "victim" and "'victim'" in str(err.value)
-    assert "message 1" in str(err.value)
+    victim = store.session("victim")
+    with caplog.at_level(logging.WARNING, logger="windowfit.store.base"):
+        messages = victim.messages
+    assert [m.get("content") for m in messages] == ["ok 0", None, "ok 2"]
+    assert any(
+        "'victim'" in r.getMessage() and "message 1" in r.getMessage() for r in caplog.records
+    )
+    [(index, why)] = victim.unreadable
+    assert index == 1 and "'victim'" in why and "message 1" in why
+    p = victim.prepare(KeepAll())
+    assert [m["content"] for m in p.messages] == ["ok 0", "ok 2"]
+    assert p.stats["invalid_skipped"] == [1] and p.stats["unreadable_skipped"] == [1]
     # other sessions, and appends to the damaged one, still work
     assert store.session("healthy").messages == [{"role": "user", "content": "fine"}]
     assert store.session("victim").append({"role": "user", "content": "more"}) == 3
+
+
+class KeepAll:
+    """A context manager stand-in that sends every message it is given."""
+
+    def prepare(
+        self, messages: list[dict[str, object]], state: object = None, **kw: object
+    ) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(messages=list(messages), stats={}, state=None)
+
+
+def test_a_record_of_a_newer_format_is_an_error(tmp_path: Path) -> None:
+    db = tmp_path / "n.db"
+    store = SQLiteStore(db)
+    store.session("newer").extend([{"role": "user", "content": "ok"}] * 2)
+    with raw(db) as c:
+        c.execute(
+            "UPDATE windowfit_messages SET data = ? WHERE session_id = 'newer' AND seq = 1",
+            ('{"_wf": 42, "m": {}}',),
+        )
+    with pytest.raises(StoreCorruptError, match="newer windowfit") as err:
+        _ = store.session("newer").messages
+    assert err.value.session_id == "newer" and "message 1" in str(err.value)
 
 
 def test_missing_message_row_is_detected(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from windowfit.store import (
     SQLiteStore,
     StoreCorruptError,
     StoreError,
+    StoreOutcomeUnknownError,
     open_store,
 )
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
@@ -103,6 +104,7 @@ __all__ = [
     "ConflictError",
     "StoreCorruptError",
     "StoreError",
+    "StoreOutcomeUnknownError",
     # models
     "ModelInfo",
     "get_model",

@@ -45,6 +45,11 @@ class InternalError(WindowfitError, RuntimeError):
     """A bug inside windowfit (a Rust panic caught at the boundary); please report it."""
 
 
+class UnsafeFolderError(WindowfitError, PermissionError):
+    """A folder windowfit would write into is not safely its own (a link, another user's, or
+    writable by others); the message names the folder and what is wrong."""
+
+
 class UnknownEncodingError(WindowfitError, KeyError):
     """No embedded encoding has this name."""
 
@@ -61,6 +66,7 @@ __all__ = [
     "MessageTypeError",
     "TokenizerFileNotFoundError",
     "UnknownEncodingError",
+    "UnsafeFolderError",
     "VocabularyError",
     "WindowfitError",
 ]

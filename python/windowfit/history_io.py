@@ -106,6 +106,37 @@ def _member_offset(text: str, start: int, key: str) -> int | None:
     return None
 
 
+def _deepest(text: str) -> tuple[int, int]:
+    """The deepest nesting of arrays and objects in ``text`` and where it is first reached."""
+    depth = deepest = at = 0
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, i
+        elif ch in "]}":
+            depth -= 1
+    return deepest, at
+
+
+def _too_deep(source: str, text: str, first_line: int) -> HistoryFormatError:
+    """JSON nested deeper than Python's parser recurses, named by the line of its deepest point."""
+    deepest, at = _deepest(text)
+    line = first_line + text.count("\n", 0, at)
+    levels = f" ({deepest} levels)" if deepest else ""
+    return HistoryFormatError(source, line, None, f"JSON nested too deeply{levels} to read")
+
+
 # ----------------------------------------------------------------------------- shapes
 
 
@@ -250,6 +281,8 @@ def _read_jsonl(text: str, source: str) -> tuple[list[Any], list[int | None]]:
             raise HistoryFormatError(
                 source, n, None, f"bad JSON at column {exc.colno}: {exc.msg}"
             ) from exc
+        except RecursionError:
+            raise _too_deep(source, raw, n) from None
         lines.append(n)
     return items, lines
 
@@ -272,19 +305,37 @@ def _validate(messages: list[dict[str, Any]], source: str, lines: list[int | Non
 
 
 def load_history(
-    path: str | Path, *, format: str | None = None, text: str | None = None
+    path: str | Path,
+    *,
+    format: str | None = None,
+    text: str | None = None,
+    data: bytes | None = None,
 ) -> History:
-    """Read the history in ``path`` (``"-"``: standard input, or pass ``text``).
+    """Read the history in ``path`` (``"-"``: standard input, or pass ``text``, or the file's
+    bytes as ``data`` when the caller read them itself).
 
     ``format`` is one of :data:`FORMATS`; None detects it. Raises :class:`HistoryFormatError`
     (a ``ValueError``) naming the file, line and field, and ``OSError`` when the file cannot be
     read.
     """
+    try:
+        return _load_history(path, format, text, data)
+    except RecursionError:  # a document deep enough for the parser, too deep for a later step
+        source = "<stdin>" if str(path) == "-" else str(path)
+        raise _too_deep(source, text or "", 1) from None
+
+
+def _load_history(
+    path: str | Path, format: str | None, text: str | None, read: bytes | None
+) -> History:
     source = "<stdin>" if str(path) == "-" else str(path)
     if format is not None and format not in FORMATS:
         raise HistoryFormatError(source, None, "format", f"unknown {format!r}; one of {FORMATS}")
     if text is None:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+        if read is not None:
+            raw = read
+        else:
+            raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -299,6 +350,8 @@ def load_history(
     else:
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise _too_deep(source, text, 1) from None
         except json.JSONDecodeError as exc:
             if format is None and exc.msg == "Extra data":
                 # several JSON documents, one per line: a log without the .jsonl name

@@ -42,8 +42,8 @@ from windowfit.observation_files import (  # safe_file_stem: re-exported
     _content_name,
     _unique_name,
     _valid_utf8,
-    _write_atomic,
     safe_file_stem,
+    save_output,
 )
 from windowfit.truncation import (
     DEFAULT_DIRECTION,
@@ -413,12 +413,8 @@ class ObservationTruncator:
 
     def _save(self, job: _Job) -> tuple[str | None, str | None]:
         text, job.replaced = _valid_utf8(job.output)
-        if self._content_names:
-            existing = self._directory() / job.name
-            if existing.is_file():  # the same content, saved before: nothing to write
-                return str(existing), None
         try:
-            path = _write_atomic(self._directory(), job.name, text)
+            path = save_output(self._directory(), job.name, text, reuse=self._content_names)
         except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
             error = f"{type(e).__name__}: {e}"
             logger.error(

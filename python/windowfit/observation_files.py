@@ -7,10 +7,13 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+
+from windowfit.errors import UnsafeFolderError
 
 #: Longest tool-name part of a saved file's name (the suffix adds ~40 characters).
 MAX_NAME_CHARS = 64
@@ -49,10 +52,98 @@ def _valid_utf8(text: str) -> tuple[str, int]:
     return _SURROGATE.subn("\ufffd", text)
 
 
+def private_root() -> Path:
+    """The user's own folder under the system's temporary directory (``<tmp>/windowfit-<uid>``),
+    which holds the default output folder. Anyone can create that name first, so it is used
+    only once :func:`ensure_private` has checked it."""
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return Path(tempfile.gettempdir()) / f"windowfit-{uid}"
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def ensure_private(root: Path) -> None:
+    """Create ``root`` for this user only (mode 0700), or check that the existing one is a real
+    folder (not a link), owned by this user, that no one else can write into; a folder of ours
+    others could read is made private. Raises :class:`UnsafeFolderError` otherwise."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows: the temp folder is per user
+        return
+    try:
+        fd = os.open(root, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
+    except OSError as exc:  # ELOOP / ENOTDIR: a link or a file squats the name
+        raise UnsafeFolderError(
+            f"{root} is not a folder of yours (a link or a file): {exc.strerror or exc}; "
+            "remove it or set another output folder"
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            raise UnsafeFolderError(f"{root} is not a folder; remove it or set another one")
+        if info.st_uid != os.getuid():
+            raise UnsafeFolderError(
+                f"{root} belongs to user {info.st_uid}, not to you (uid {os.getuid()}): "
+                "someone created it first; remove it or set another output folder"
+            )
+        if info.st_mode & 0o022:
+            raise UnsafeFolderError(
+                f"{root} is writable by others (mode {stat.S_IMODE(info.st_mode):04o}): "
+                "its files could be anyone's; remove it or set another output folder"
+            )
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def ensure_directory(directory: Path) -> None:
+    """``directory`` exists; inside :func:`private_root`, only after that is checked."""
+    root = private_root()
+    if directory == root or root in directory.parents:
+        ensure_private(root)
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file of this user (not a link) holding exactly ``data``:
+    a name fixed by content may have been put there by someone else."""
+    try:
+        # O_NONBLOCK: a FIFO planted at the name must not hang the open
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+            return False
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            return False
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(len(data) + 1) == data
+    finally:
+        os.close(fd)
+
+
+def save_output(directory: Path, name: str, text: str, *, reuse: bool) -> Path:
+    """Save ``text`` as ``directory/name``; with ``reuse`` (names fixed by content) a file
+    already there is kept only when it is ours and holds exactly this text, otherwise it is
+    replaced (a link at the name is replaced, never followed)."""
+    ensure_directory(directory)
+    final = directory / name
+    if reuse and _holds(final, text.encode("utf-8")):
+        return final  # the same content, saved before: nothing to write
+    return _write_atomic(directory, name, text)
+
+
 def _write_atomic(directory: Path, name: str, text: str) -> Path:
     """Write ``text`` to ``directory/name`` all at once: a temporary file in the same
-    directory, fsynced, then renamed, so a reader never sees a partial file."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory (created exclusively), fsynced, then renamed over the name, so a reader never
+    sees a partial file and a link at the name is replaced rather than written through."""
+    ensure_directory(directory)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
         # newline="" keeps "\r\n" and "\n" as they were: offsets into the file stay exact

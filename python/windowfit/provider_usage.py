@@ -8,8 +8,11 @@ from ``usage`` (which records and prices calls) because it only reads SDK object
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+
+from windowfit.errors import InvalidArgumentError
 
 __all__ = ["extract_usage"]
 
@@ -28,13 +31,24 @@ def _has(obj: Any, name: str) -> bool:
     return getattr(obj, name, _MISSING) is not _MISSING
 
 
-def _int(value: Any) -> int:
+def _int(value: Any, name: str) -> int:
+    """A token count the provider reported: a whole number >= 0 (an integral float from a
+    JSON parser too); anything else names the field rather than being cut or overflowing."""
     if value is None:
         return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidArgumentError(f"usage field {name!r} must be an integer, not {value!r}")
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"token count {value!r} is not an integer") from None
+        number = int(value) if not isinstance(value, float) else value
+    except ValueError:
+        raise InvalidArgumentError(f"usage field {name!r} is not an integer: {value!r}") from None
+    if isinstance(number, float):
+        if not math.isfinite(number) or not number.is_integer():
+            raise InvalidArgumentError(f"usage field {name!r} is not a whole number: {value!r}")
+        number = int(number)
+    if number < 0:
+        raise InvalidArgumentError(f"usage field {name!r} must be >= 0, got {value!r}")
+    return number
 
 
 def _looks_like_usage(obj: Any) -> bool:
@@ -72,29 +86,41 @@ def extract_usage(response: Any) -> dict[str, Any]:
                 "call UsageTracker.record(...) with the numbers"
             )
     if _has(usage, "prompt_tokens"):  # chat completions and compatible APIs
-        prompt = _int(_get(usage, "prompt_tokens"))
-        completion = _int(_get(usage, "completion_tokens"))
+        prompt = _int(_get(usage, "prompt_tokens"), "prompt_tokens")
+        completion = _int(_get(usage, "completion_tokens"), "completion_tokens")
         details = _get(usage, "prompt_tokens_details")
-        cached = _int(_get(details, "cached_tokens")) if details is not None else 0
-        write = _int(_get(details, "cache_write_tokens")) if details is not None else 0
+        cached = _int(_get(details, "cached_tokens"), "cached_tokens") if details is not None else 0
+        write = (
+            _int(_get(details, "cache_write_tokens"), "cache_write_tokens")
+            if details is not None
+            else 0
+        )
         if not cached:
-            cached = _int(_get(usage, "prompt_cache_hit_tokens"))  # DeepSeek
+            cached = _int(
+                _get(usage, "prompt_cache_hit_tokens"), "prompt_cache_hit_tokens"
+            )  # DeepSeek
         return _usage(model, prompt, completion, cached, write)
-    prompt = _int(_get(usage, "input_tokens"))
-    completion = _int(_get(usage, "output_tokens"))
+    prompt = _int(_get(usage, "input_tokens"), "input_tokens")
+    completion = _int(_get(usage, "output_tokens"), "output_tokens")
     if _has(usage, "cache_read_input_tokens") or _has(usage, "cache_creation_input_tokens"):
         # Anthropic: input_tokens counts only the uncached part; add the cache parts back
-        read = _int(_get(usage, "cache_read_input_tokens"))
-        write = _int(_get(usage, "cache_creation_input_tokens"))
+        read = _int(_get(usage, "cache_read_input_tokens"), "cache_read_input_tokens")
+        write = _int(_get(usage, "cache_creation_input_tokens"), "cache_creation_input_tokens")
         return _usage(model, prompt + read + write, completion, read, write)
     details = _get(usage, "input_tokens_details")  # OpenAI Responses API: input includes cache
     if details is not None:
-        cached = _int(_get(details, "cached_tokens"))
-        return _usage(model, prompt, completion, cached, _int(_get(details, "cache_write_tokens")))
+        cached = _int(_get(details, "cached_tokens"), "cached_tokens")
+        return _usage(
+            model,
+            prompt,
+            completion,
+            cached,
+            _int(_get(details, "cache_write_tokens"), "cache_write_tokens"),
+        )
     details = _get(usage, "input_token_details")  # LangChain usage_metadata: input includes cache
     if details is not None:
-        read = _int(_get(details, "cache_read"))
-        write = _int(_get(details, "cache_creation"))
+        read = _int(_get(details, "cache_read"), "cache_read")
+        write = _int(_get(details, "cache_creation"), "cache_creation")
         return _usage(model, prompt, completion, read, write)
     return _usage(model, prompt, completion, 0, 0)
 

@@ -32,10 +32,12 @@ from windowfit.session_state import (
 )
 from windowfit.session_summaries import HookWhen, SummaryJobs
 from windowfit.store.base import (
+    UNREADABLE,
     BaseStore,
     ConflictError,
     SessionInfo,
     encode_message,
+    is_unreadable,
     to_plain_message,
     validate_session_id,
 )
@@ -64,12 +66,16 @@ def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
     """Indices (plus ``offset``) of the messages the counting rules reject: no request can
     carry them (a role-less Responses API item included: convert those with the adapters)."""
     try:
-        _RULES.count_each_message(messages)
-        return []
+        if not any(map(is_unreadable, messages)):
+            _RULES.count_each_message(messages)
+            return []
     except (InvalidMessageError, MessageTypeError):
         pass
     bad = []
     for i, m in enumerate(messages):
+        if is_unreadable(m):  # a stored record no decoder could read
+            bad.append(i + offset)
+            continue
         try:
             _RULES.count_message(m)
         except (InvalidMessageError, MessageTypeError):
@@ -77,11 +83,25 @@ def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
     return bad
 
 
-def _report(prepared: Any, skipped: list[int]) -> Any:
-    """``prepared`` with ``stats["invalid_skipped"]``: the stored messages left out as invalid."""
+def _report(prepared: Any, skipped: list[int], unreadable: list[int]) -> Any:
+    """``prepared`` with ``stats["invalid_skipped"]``: the stored messages left out as invalid
+    (``stats["unreadable_skipped"]``: those of them whose record could not be decoded)."""
     stats = getattr(prepared, "stats", None)
     if skipped and isinstance(stats, dict):
         stats["invalid_skipped"] = skipped
+        if unreadable:
+            stats["unreadable_skipped"] = unreadable
+    return prepared
+
+
+def _saved(prepared: Any, saved: bool, error: str | None = None) -> Any:
+    """``prepared`` with ``stats["state_saved"]`` (whether its state was written) and, when a
+    concurrent save kept it from being written, ``stats["state_save_error"]``."""
+    stats = getattr(prepared, "stats", None)
+    if isinstance(stats, dict):
+        stats["state_saved"] = saved
+        if error is not None:
+            stats["state_save_error"] = error
     return prepared
 
 
@@ -165,7 +185,11 @@ class Session(SubAgents):
         return None  # another thread reset the cache under us: read again
 
     def _op_extend(
-        self, messages: Iterable[Mapping[str, Any]], *, summarize: Any = None
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        summarize: Any = None,
+        op_id: str | None = None,
     ) -> CallOp[int]:
         """Append messages atomically and contiguously; the index of the first.
 
@@ -174,17 +198,20 @@ class Session(SubAgents):
         message no request can carry must never get in (one bad message and none is stored).
         ``summarize=cm`` (a ContextManager) then makes the next summary in the background
         (:meth:`summarize_after`), as do the hooks of :meth:`after_reply`, so the next request
-        does not wait for it.
+        does not wait for it. ``op_id`` retries an append whose outcome was unknown
+        (``StoreOutcomeUnknownError.op_id``): applied at most once.
         """
         batch = _checked(messages)
-        index = yield call(self.store, "append", self.id, batch)
+        index = yield call(self.store, "append", self.id, batch, op_id=op_id)
         yield call(self._jobs, "after_append", batch, summarize)
         return int(index)
 
-    def _op_append(self, message: Mapping[str, Any], *, summarize: Any = None) -> CallOp[int]:
+    def _op_append(
+        self, message: Mapping[str, Any], *, summarize: Any = None, op_id: str | None = None
+    ) -> CallOp[int]:
         """Append one message (one transaction); its index in the history. Checked, and
         summarized after with ``summarize=cm`` or a hook, as :meth:`extend` does."""
-        return (yield from self._op_extend([message], summarize=summarize))
+        return (yield from self._op_extend([message], summarize=summarize, op_id=op_id))
 
     append = blocking(_op_append)
     aappend = awaitable(_op_append)
@@ -214,6 +241,13 @@ class Session(SubAgents):
         logger.warning("session %r: skipping invalid stored messages %s", self.id, invalid)
         skip = set(invalid)
         return [m for i, m in enumerate(history) if i not in skip], invalid
+
+    @property
+    def unreadable(self) -> list[tuple[int, str]]:
+        """``(index, why)`` of each stored record that could not be decoded. Such a record
+        keeps its place in ``messages`` as a stand-in (role ``"windowfit_unreadable"``), is
+        never sent, and every other message stays readable."""
+        return [(i, str(m[UNREADABLE])) for i, m in enumerate(self.load()) if is_unreadable(m)]
 
     # ------------------------------------------------------------------ state
 
@@ -270,8 +304,10 @@ class Session(SubAgents):
         summary when it fits its own summary budget instead of summarizing again.
 
         If another worker saved a state meanwhile (ConflictError), prepares again from the
-        fresh state, up to ``retries`` times. Returns the Prepared (``.messages``, ``.stats``,
-        ``.state``). A Prepared without state (None) leaves the stored state alone. While a
+        fresh state, up to ``retries`` times; when every attempt lost that race the last
+        prompt (valid either way) is returned unsaved, with ``stats["state_saved"]`` False and
+        ``stats["state_save_error"]`` saying why. Returns the Prepared (``.messages``, ``.stats``,
+        ``.state``; ``stats["state_saved"]``: whether its state was written). A Prepared without state (None) leaves the stored state alone. While a
         background summary of this consumer runs, prepares without summarizing (never waits).
         """
         attempt = 0
@@ -279,22 +315,32 @@ class Session(SubAgents):
             # state before messages: history is append-only, so the messages read second
             # always include everything the state was computed from
             stored, version = yield from self._op_load_state()
-            messages, skipped = self._sendable((yield from self._load_op()))
+            history = yield from self._load_op()
+            messages, skipped = self._sendable(history)
             own = own_state(cm, stored)
             if self._jobs.running(cm):
                 kwargs["summarize"] = False  # never wait for the background summary
             prepared = yield call(cm, "prepare", messages, state=own, tools=tools, **kwargs)
-            prepared = _report(prepared, skipped)
+            unreadable = [i for i in skipped if is_unreadable(history[i])]
+            prepared = _report(prepared, skipped, unreadable)
             new = getattr(prepared, "state", None)
             # None means "no summary state": never erase a stored summary by accident
             if new is None or new == own:
-                return prepared
+                return _saved(prepared, False)
             try:
                 yield from self._op_save_state(with_consumer_state(cm, stored, new), version)
-                return prepared
-            except ConflictError:
+                return _saved(prepared, True)
+            except ConflictError as exc:
                 if attempt >= retries:
-                    raise
+                    # the prompt is valid whoever saved the state: send it, and say the state
+                    # was not saved (the next prepare starts from the other worker's state)
+                    logger.warning(
+                        "session %r: state saved by other workers during %d prepares; "
+                        "returning the prompt without saving its state",
+                        self.id,
+                        attempt + 1,
+                    )
+                    return _saved(prepared, False, f"{exc} (after {attempt + 1} attempts)")
                 logger.info(
                     "session %r: state saved by another worker during prepare; "
                     "preparing again (%d/%d)",

@@ -72,7 +72,9 @@ def summarize_op(session: Any, cm: Any) -> CallOp[bool]:
     """
     stored, version = yield call(session.store, "load_state", session.id)
     own = own_state(cm, stored)
-    history = yield from session._load_op()
+    # the messages prepare sends (invalid and unreadable records left out), so the state's
+    # indices mean the same list in both
+    history, _ = session._sendable((yield from session._load_op()))
     new = yield call(cm, "summarize_after", history, own)
     for _ in range(_SAVE_ATTEMPTS):
         record = record_after(cm, stored, own, new)

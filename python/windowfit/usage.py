@@ -27,7 +27,7 @@ from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
 from windowfit._twins import CallOp, awaitable, blocking, call
-from windowfit.errors import WindowfitError
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError, WindowfitError
 from windowfit.models import model_family
 from windowfit.provider_usage import extract_usage
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
@@ -117,6 +117,27 @@ def _day_of(value: str | date | datetime | None) -> str | None:
 
 def _utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).date().isoformat()
+
+
+def _timestamp(value: float | datetime | None) -> float:
+    """A call's time in seconds since the epoch, one a UTC day can be named for."""
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        ts = value.timestamp()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        ts = float(value)
+    else:
+        raise ArgumentTypeError(
+            f"timestamp must be seconds since the epoch or a datetime, not {value!r}"
+        )
+    try:
+        _utc_day(ts)
+    except (OverflowError, OSError, ValueError):
+        raise InvalidArgumentError(
+            f"timestamp {value!r} is not a time a calendar day can be named for"
+        ) from None
+    return ts
 
 
 def _totals(rows: Sequence[UsageRow]) -> dict[str, Any]:
@@ -269,7 +290,7 @@ class UsageTracker:
         timestamp: float | datetime | None,
     ) -> UsageRecord:
         if not isinstance(model, str) or not model.strip():
-            raise ValueError("model must be a non-empty str")
+            raise InvalidArgumentError(f"model must be a non-empty str, got {model!r}")
         model = model.strip()
         counts = {
             "prompt_tokens": prompt_tokens,
@@ -279,19 +300,14 @@ class UsageTracker:
         }
         for name, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be an int >= 0, got {value!r}")
         if cached_tokens + cache_write_tokens > prompt_tokens:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"cached_tokens + cache_write_tokens ({cached_tokens} + {cache_write_tokens}) "
                 f"exceed prompt_tokens ({prompt_tokens}): prompt_tokens counts all input tokens, "
                 "cache parts included (for Anthropic's raw usage use record_response)"
             )
-        if timestamp is None:
-            ts = time.time()
-        elif isinstance(timestamp, datetime):
-            ts = timestamp.timestamp()
-        else:
-            ts = float(timestamp)
+        ts = _timestamp(timestamp)
         cost = self.cost(model, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)
         return UsageRecord(
             ts=ts,
@@ -445,6 +461,9 @@ class UsageTracker:
         if "day" in query:
             query["day"] = _day_of(query["day"])
         model = query.pop("model", None)
+        for name, value in (("model", model), ("session_id", query.get("session_id"))):
+            if value is not None and not isinstance(value, str):
+                raise ArgumentTypeError(f"{name} must be a str or None, not {value!r}")
         rows = yield call(self.store, "usage_rows", **query)
         if model is not None:
             family = model_family(model)

@@ -4,11 +4,20 @@ name the file (and for histories the line and field)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from pathlib import Path
 from typing import Any
 
-__all__ = ["CommandError", "add_format_argument", "make_counter", "read_history", "read_text"]
+__all__ = [
+    "CommandError",
+    "add_format_argument",
+    "make_counter",
+    "max_input_bytes",
+    "read_bytes",
+    "read_history",
+    "read_text",
+]
 
 
 class CommandError(Exception):
@@ -19,13 +28,58 @@ class CommandError(Exception):
         self.code = code
 
 
-def read_text(path: str) -> tuple[str, bool]:
-    """The text of ``path`` (``-``: stdin) and whether it was valid UTF-8 (bad bytes become
-    U+FFFD, as tiktoken counts them)."""
+#: The most input a command reads (``--max-input-bytes``, ``WINDOWFIT_MAX_INPUT_BYTES``): a
+#: command handed an endless stream (``/dev/zero``, a runaway pipe) stops instead of eating
+#: the machine's memory.
+DEFAULT_MAX_INPUT_BYTES = 256 << 20
+_CHUNK = 1 << 20
+
+
+def max_input_bytes(value: int | None = None) -> int:
+    """The input cap: ``value``, else ``$WINDOWFIT_MAX_INPUT_BYTES``, else the default."""
+    if value is None:
+        env = os.environ.get("WINDOWFIT_MAX_INPUT_BYTES", "").strip()
+        if not env:
+            return DEFAULT_MAX_INPUT_BYTES
+        try:
+            value = int(env)
+        except ValueError:
+            raise CommandError(
+                f"WINDOWFIT_MAX_INPUT_BYTES must be an integer, got {env!r}"
+            ) from None
+    if value < 1:
+        raise CommandError(f"the input cap must be >= 1 byte, got {value}")
+    return value
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (``-``: stdin), read in chunks and never more than the cap."""
+    cap = max_input_bytes(limit)
+    parts: list[bytes] = []
+    size = 0
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        with contextlib.ExitStack() as stack:
+            f = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+            while True:
+                chunk = f.read(min(_CHUNK, cap + 1 - size))
+                if not chunk:
+                    break
+                parts.append(chunk)
+                size += len(chunk)
+                if size > cap:
+                    raise CommandError(
+                        f"{path} holds more than {cap:,} bytes; raise --max-input-bytes "
+                        "(or WINDOWFIT_MAX_INPUT_BYTES) or cut the input first"
+                    )
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", 1) from e
+    return b"".join(parts)
+
+
+def read_text(path: str, limit: int | None = None) -> tuple[str, bool]:
+    """The text of ``path`` (``-``: stdin) and whether it was valid UTF-8 (bad bytes become
+    U+FFFD, as tiktoken counts them)."""
+    raw = read_bytes(path, limit)
     text = raw.decode("utf-8", errors="replace")
     return text, not ("\ufffd" in text and "\ufffd".encode() not in raw)
 
@@ -42,10 +96,7 @@ def read_history(path: str, fmt: str | None = None) -> Any:
     """A :class:`windowfit.history_io.History`; malformed files raise ``HistoryFormatError``."""
     from windowfit.history_io import load_history
 
-    try:
-        return load_history(path, format=fmt)
-    except OSError as e:
-        raise CommandError(f"cannot read {path}: {e.strerror or e}", 1) from e
+    return load_history(path, format=fmt, data=read_bytes(path))
 
 
 def make_counter(model: str | None = None, encoding: str | None = None) -> Any:

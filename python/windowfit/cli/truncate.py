@@ -29,26 +29,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which = trunc.add_mutually_exclusive_group()
     which.add_argument("--model", help="count with this model's tokenizer (default gpt-4o)")
     which.add_argument("--encoding", help="count with this encoding (cl100k_base, o200k_base)")
+    trunc.add_argument(
+        "--max-input-bytes",
+        type=int,
+        help="refuse input larger than this (default $WINDOWFIT_MAX_INPUT_BYTES or 256 MiB)",
+    )
     trunc.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     import windowfit as wf
+    from windowfit.cli._inputs import read_text
     from windowfit.truncation import DEFAULT_DIRECTION, TOKENS_OMITTED_MARKER, truncate
 
     if args.max_tokens is None and args.max_lines is None and args.max_bytes is None:
         print("windowfit truncate: give --max-tokens, --max-lines or --max-bytes", file=sys.stderr)
         return 2
-    try:
-        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-    except OSError as e:
-        print(f"windowfit truncate: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
-        return 1
-    text = raw.decode("utf-8", errors="replace")
-    if "\ufffd" in text and "\ufffd".encode() not in raw:
+    text, valid = read_text(args.file, args.max_input_bytes)
+    if not valid:
         print(
             "windowfit truncate: input is not valid UTF-8; bad bytes shown as U+FFFD",
             file=sys.stderr,

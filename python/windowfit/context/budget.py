@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Budget", "compute_budget", "summary_target_tokens"]
+from windowfit.errors import BudgetError
+
+__all__ = ["Budget", "compute_budget", "naming_tools", "summary_target_tokens"]
 
 #: A summary may overshoot its target this much before it counts as "oversize" and is rejected.
 OVERSIZE_FACTOR = 3.0
@@ -73,6 +75,19 @@ def compute_budget(
         summary_budget=math.floor(history * summary_ratio),
         high_water=math.floor(history * trigger_ratio),
         low_water=math.floor(history * target_ratio),
+    )
+
+
+def naming_tools(error: BudgetError, budget: Budget) -> BudgetError:
+    """``error`` saying what the tool schemas took from the window, when they took something:
+    a prompt that does not fit because of them must say so, not only blame the messages."""
+    if budget.tools_tokens <= 0:
+        return error
+    room = max(0, budget.context_window - budget.output_reserve)
+    return BudgetError(
+        f"{error}; the tool schemas take {budget.tools_tokens:,} of the {room:,} tokens the "
+        f"window leaves beside the {budget.output_reserve:,} reserved for the reply, so "
+        f"{budget.prompt_budget:,} remain for the messages: send fewer or shorter tools"
     )
 
 

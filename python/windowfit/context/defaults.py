@@ -4,11 +4,11 @@ outputs."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.observation_files import private_root
 
 __all__ = [
     "DEFAULT_KEEP_RECENT",
@@ -73,8 +73,7 @@ def default_tool_output_dir() -> Path:
     """Where cut tool outputs are saved by default: a folder of the user's own under the
     system's temporary directory (files are named by content, so a folder shared between
     processes of one user holds each output once)."""
-    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
-    return Path(tempfile.gettempdir()) / f"windowfit-{uid}" / "tool-output"
+    return private_root() / "tool-output"
 
 
 def output_dir(value: Any) -> Path | None:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from windowfit._twins import CallOp, awaitable, blocking, call
-from windowfit.context.budget import Budget
+from windowfit.context.budget import Budget, naming_tools
 from windowfit.context.plan import Outcome, Plan
 from windowfit.context.planner import Planner
 from windowfit.context.runner import Runner
 from windowfit.context.state import now
 from windowfit.context.stats import Stats
 from windowfit.context.strategy import choose_strategy
+from windowfit.errors import BudgetError
 from windowfit.messages import SYSTEM_ROLES, fingerprint
 
 __all__ = ["ContextManager", "Prepared"]
@@ -93,7 +94,10 @@ class ContextManager(Stats, Planner, Runner):
         """
         plan = self._deferred(self._plan(messages, state, tools), summarize)
         outcome = (yield call(self, "_run_job", plan.job)) if plan.job is not None else None
-        return self._finish(plan, outcome)
+        try:
+            return self._finish(plan, outcome)
+        except BudgetError as exc:
+            raise naming_tools(exc, plan.budget) from None
 
     # one body, two methods: the summarizer is the only call that differs (``call`` makes it
     # ``_run_job`` in ``prepare`` and awaits ``a_run_job`` in ``aprepare``)

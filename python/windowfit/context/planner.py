@@ -30,6 +30,12 @@ from windowfit.summarize import detect_language
 
 __all__ = ["Planner"]
 
+#: How much an inline summarizer folds in one call at most: this many history budgets, and
+#: this many messages (its cost grows with both), so a long imported history is folded a
+#: share per call instead of stalling one call for seconds.
+INLINE_FOLD_WINDOWS = 4
+INLINE_FOLD_MESSAGES = 2000
+
 
 class Planner(Windows):
     """Plans one call: measures, decides the strategy, and sets up a summarization job."""
@@ -147,6 +153,8 @@ class Planner(Windows):
         # over the mark: masking old tool outputs first may keep the cut (and the summary)
         freed = self._advance_mask(plan) if summary_tokens + recent > b.high_water else 0
         recent -= freed
+        if s < cut and self._catch_up(plan, s, cut):
+            return
         if summary_tokens + recent <= b.high_water:
             masked_note = (
                 f"old tool outputs masked up to message {plan.state['mask_until']}; "
@@ -206,6 +214,23 @@ class Planner(Windows):
             ),
         )
 
+    def _catch_up(self, plan: Plan, s: int, cut: int) -> bool:
+        """Fold what an inline summarizer's bounded fold left between the summary and the cut
+        (a long imported history is folded a share per call), the cut staying put."""
+        if not getattr(self.summarizer, "inline", False):
+            return False
+        decision = self._decide(plan)
+        if decision.strategy != "summarize":
+            return False
+        plan.job = self._make_job(plan, s, cut)
+        if plan.job is None:
+            return False
+        plan.stats.update(
+            strategy="summarize",
+            strategy_reason=f"folding messages {s}..{cut}, evicted earlier and not yet summarized",
+        )
+        return True
+
     def _round_floor(self, plan: Plan, new_cut: int, b: Budget) -> int:
         """``new_cut`` moved back so the newest ``min_recent_rounds`` rounds stay verbatim,
         when they fit beside a full summary; otherwise ``new_cut`` (the tool outputs in the
@@ -241,10 +266,14 @@ class Planner(Windows):
         # call a model, the history budget (their input must fit some context window too).
         limit_attr = getattr(self.summarizer, "max_input_tokens", None)
         cap: float
+        max_messages: float = math.inf
         if isinstance(limit_attr, int) and limit_attr > 0:
             cap = limit_attr
         elif getattr(self.summarizer, "inline", False):
-            cap = math.inf
+            # in-process and near-linear, yet a long imported history folded at once would
+            # still stall this call: a share per call, the rest on the next calls
+            cap = INLINE_FOLD_WINDOWS * max(1, b.history_budget)
+            max_messages = INLINE_FOLD_MESSAGES
         else:
             cap = max(1, b.history_budget)
         hi = s
@@ -256,7 +285,7 @@ class Planner(Windows):
                 for k in range(s + start, s + end)
                 if msgs[k].get("role") not in SYSTEM_ROLES
             )
-            if fold_tokens and fold_tokens + t > cap:
+            if fold_tokens and (fold_tokens + t > cap or end > max_messages):
                 break
             fold_tokens += t
             hi = s + end

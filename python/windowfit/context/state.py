@@ -233,6 +233,10 @@ def _invalid(st: dict[str, Any]) -> str | None:
         value = st.get(key)
         if value is not None and not isinstance(value, (str, int)):
             return f"state field {key!r} has type {type(value).__name__}"
+    for key in ("anchor", "next_anchor"):  # fingerprints: a NaN here made the state non-JSON
+        value = st.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"state field {key!r} must be a fingerprint str or None, not {value!r}"
     return None
 
 

@@ -15,6 +15,7 @@ from windowfit.store.base import (
     SessionInfo,
     StoreCorruptError,
     StoreError,
+    StoreOutcomeUnknownError,
     UsageRecord,
     UsageRow,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SessionInfo",
     "StoreCorruptError",
     "StoreError",
+    "StoreOutcomeUnknownError",
     "UsageRecord",
     "UsageRow",
     "open_store",

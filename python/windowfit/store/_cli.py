@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
@@ -51,6 +52,22 @@ def _console(out: TextIO) -> Any:
     return Console(file=out, soft_wrap=False)
 
 
+# Control characters (C0, DEL, C1) and the bidirectional overrides: stored text, ids and model
+# names come from callers and models, and printed raw they would drive the terminal (move the
+# cursor, retitle the window, hide or reorder what follows).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: Any) -> str:
+    """``text`` with every control character written as a visible escape (``\\x1b``)."""
+    return _CONTROL_RE.sub(_escape_control, str(text))
+
+
+def _escape_control(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def _time(ts: float | None) -> str:
     if not ts:
         return "-"
@@ -74,7 +91,7 @@ def _preview(message: dict[str, Any], width: int) -> str:
         text = (text + " " if text else "") + f"[tool calls: {', '.join(names)}]"
     if message.get("tool_call_id"):
         text = f"[{message['tool_call_id']}] {text}"
-    text = " ".join(text.split())
+    text = _printable(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -96,7 +113,7 @@ def _info_rows(info: SessionInfo, children: list[SessionInfo]) -> list[tuple[str
         rows.append(
             ("children", ", ".join(f"{c.id} ({c.status}, {c.length} msgs)" for c in children))
         )
-    return rows
+    return [(key, _printable(value)) for key, value in rows]
 
 
 def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -130,7 +147,7 @@ def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int
         for key, value in _info_rows(info, children):
             out.write(f"{key:>14}: {value}\n")
         for i, msg in enumerate(shown, start=first):
-            out.write(f"{i:>5} {msg.get('role', '?')!s:<10} {_preview(msg, 100)}\n")
+            out.write(f"{i:>5} {_printable(msg.get('role', '?')):<10} {_preview(msg, 100)}\n")
         return 0
     from rich.markup import escape
     from rich.table import Table
@@ -146,7 +163,7 @@ def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int
     table.add_column("role")
     table.add_column("content", overflow="fold")
     for i, msg in enumerate(shown, start=first):
-        table.add_row(str(i), escape(str(msg.get("role", "?"))), escape(_preview(msg, 160)))
+        table.add_row(str(i), escape(_printable(msg.get("role", "?"))), escape(_preview(msg, 160)))
     console.print(table)
     return 0
 
@@ -194,8 +211,8 @@ def cmd_usage(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     def cells(row: dict[str, Any], day: str, model: str) -> list[str]:
         return [
-            day,
-            model,
+            _printable(day),
+            _printable(model),
             f"{row['calls']:,}",
             f"{row['prompt_tokens']:,}",
             f"{row['cached_tokens']:,}",

@@ -61,6 +61,7 @@ for i = 5, #ARGV, 1000 do
   n = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local start = n - (#ARGV - 4)
+redis.call('HSET', KEYS[2], 'length', n)
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 expire(ARGV[3], KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[4], start, 'EX', ARGV[4])
@@ -120,6 +121,7 @@ if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'meta', ARGV[8]) end
 for i = 9, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
+redis.call('HSET', KEYS[1], 'length', redis.call('LLEN', KEYS[2]))
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 expire(ARGV[4], KEYS[1], KEYS[2])
 redis.call('SET', KEYS[4], 1, 'EX', ARGV[5])
@@ -161,7 +163,7 @@ if prior then return {1, 0, prior} end
 local now = clock()
 touch(KEYS[1], ARGV[3], now)
 local n = redis.call('RPUSH', KEYS[2], ARGV[4])
-redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], (n - 1) .. ARGV[5])
+redis.call('HSET', KEYS[1], 'length', n, 'done:' .. ARGV[2], (n - 1) .. ARGV[5])
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 expire(ARGV[6], KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[4], n - 1, 'EX', ARGV[7])

@@ -20,14 +20,22 @@ import asyncio
 import json
 import logging
 import math
+import re
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
-from windowfit.errors import MessageTypeError, WindowfitError
+from windowfit.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    MessageTypeError,
+    WindowfitError,
+)
 
 if TYPE_CHECKING:
     # typing_extensions is not a run-time dependency: Self is only read by type checkers
@@ -39,11 +47,13 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "SCHEMA_VERSION",
+    "UNREADABLE",
     "BaseStore",
     "ConflictError",
     "SessionInfo",
     "StoreCorruptError",
     "StoreError",
+    "StoreOutcomeUnknownError",
     "UsageRecord",
     "UsageRow",
     "decode_message",
@@ -51,7 +61,10 @@ __all__ = [
     "decode_state",
     "encode_message",
     "encode_state",
+    "is_unreadable",
     "new_child_id",
+    "unreadable_message",
+    "validate_op_id",
     "validate_session_id",
 ]
 
@@ -103,6 +116,63 @@ class ConflictError(StoreError):
         super().__init__(message)
         self.session_id = session_id
         self.current_version = current_version
+
+
+class StoreOutcomeUnknownError(StoreError):
+    """A write whose outcome is unknown: the connection was lost after it was sent, and every
+    resend failed too, so the store may or may not have applied it.
+
+    ``op_id`` is the write's operation id: retry with ``append(..., op_id=error.op_id)``
+    (``Session.append`` / ``extend`` take it too) and a store that applied the first attempt
+    returns its result without applying it again (ids are remembered ten minutes).
+    """
+
+    def __init__(self, message: str, *, op_id: str, session_id: str | None = None):
+        super().__init__(f"{message}; retry with op_id={op_id!r} to apply it at most once")
+        self.op_id = op_id
+        self.session_id = session_id
+
+
+#: Longest operation id a caller may pass (``secrets.token_hex(12)`` ids are 24 characters).
+MAX_OP_ID_LENGTH = 64
+_OP_ID_RE = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+def validate_op_id(op_id: Any) -> str | None:
+    """``op_id`` if it is None or a plain id (letters, digits, ``_.:-``, at most 64)."""
+    if op_id is None:
+        return None
+    if not isinstance(op_id, str):
+        raise ArgumentTypeError(f"op_id must be a str or None, not {type(op_id).__name__}")
+    if len(op_id) > MAX_OP_ID_LENGTH or not _OP_ID_RE.fullmatch(op_id):
+        raise InvalidArgumentError(
+            f"op_id must be 1-{MAX_OP_ID_LENGTH} letters, digits or '_.:-', got {op_id!r}"
+        )
+    return op_id
+
+
+class RecentOps:
+    """The results of the latest appends that carried an operation id, for the in-process
+    stores: a retried append with one of them returns the first result and applies nothing."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._done: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session_id: str, op_id: str | None) -> int | None:
+        if op_id is None:
+            return None
+        with self._lock:
+            return self._done.get((session_id, op_id))
+
+    def put(self, session_id: str, op_id: str | None, result: int) -> None:
+        if op_id is None:
+            return
+        with self._lock:
+            self._done[(session_id, op_id)] = result
+            while len(self._done) > self._size:
+                self._done.popitem(last=False)
 
 
 class StoreCorruptError(StoreError):
@@ -284,6 +354,10 @@ def _decode_v1(env: dict[str, Any], session_id: str | None, where: str) -> dict[
     return msg
 
 
+class _NewerRecordError(StoreCorruptError):
+    """A record in a format this windowfit does not know yet (upgrade, nothing is damaged)."""
+
+
 # Readers for every schema version ever written; add one when the format changes.
 _DECODERS: dict[int, Callable[[dict[str, Any], str | None, str], dict[str, Any]]] = {1: _decode_v1}
 
@@ -309,7 +383,7 @@ def decode_envelope(raw: Any, session_id: str | None, where: str) -> dict[str, A
     decoder = _DECODERS.get(version) if isinstance(version, int) else None
     if decoder is None:
         if isinstance(version, int) and version > SCHEMA_VERSION:
-            raise StoreCorruptError(
+            raise _NewerRecordError(
                 f"record has schema version {version}, written by a newer windowfit "
                 f"(this one reads up to {SCHEMA_VERSION}); upgrade windowfit",
                 session_id=session_id,
@@ -357,7 +431,34 @@ def decode_messages(
             out.append(env["m"])
         else:
             return out
-    return [decode_message(r, session_id, f"message {start + i}") for i, r in enumerate(rows)]
+    return [_decode_or_mark(r, session_id, start + i) for i, r in enumerate(rows)]
+
+
+#: The key of the stand-in for a stored record no decoder can read (its value says why). The
+#: stand-in keeps the record's place, so every other message keeps its index; sessions skip it
+#: (never sent) and list it in ``Session.unreadable``.
+UNREADABLE = "windowfit_unreadable"
+
+
+def unreadable_message(reason: str) -> dict[str, Any]:
+    """The stand-in for an undecodable record: a message no request can carry."""
+    return {"role": UNREADABLE, "content": None, UNREADABLE: reason}
+
+
+def is_unreadable(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == UNREADABLE and UNREADABLE in message
+
+
+def _decode_or_mark(raw: Any, session_id: str | None, index: int) -> dict[str, Any]:
+    """The message in ``raw``, or, when the record cannot be decoded, its stand-in: one bad
+    record must not make the whole history unreadable (logged, and reported by the session)."""
+    try:
+        return decode_message(raw, session_id, f"message {index}")
+    except _NewerRecordError:
+        raise  # not damage: this windowfit is too old for the session's newer records
+    except StoreCorruptError as exc:
+        logger.warning("skipping an unreadable stored record: %s", exc)
+        return unreadable_message(str(exc))
 
 
 def encode_state(state: Mapping[str, Any] | None) -> str | None:
@@ -514,8 +615,13 @@ class BaseStore(abc.ABC):
         return factory(self, validate_session_id(session_id))
 
     @abc.abstractmethod
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
-        """Append ``messages`` atomically (all or none, contiguous); the index of the first."""
+    def append(self, session_id: str, messages: Sequence[Any], *, op_id: str | None = None) -> int:
+        """Append ``messages`` atomically (all or none, contiguous); the index of the first.
+
+        ``op_id``: the id of an earlier append to retry (``StoreOutcomeUnknownError.op_id``):
+        a store that already applied it returns that append's first index and stores nothing
+        again. Networked stores (Redis, PostgreSQL) remember ids ten minutes; the in-process
+        stores, whose outcome is never unknown, remember the latest ids they applied."""
 
     @abc.abstractmethod
     def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store.base import (
     BaseStore,
+    RecentOps,
     SessionInfo,
     UsageRecord,
     UsageRow,
@@ -23,6 +24,7 @@ from windowfit.store.base import (
     new_epoch,
     sort_rows,
     ttl_seconds,
+    validate_op_id,
     validate_session_id,
 )
 
@@ -60,6 +62,7 @@ class MemoryStore(BaseStore):
         self._lock = threading.RLock()
         self._sessions: dict[str, _Session] = {}
         self._usage: list[UsageRecord] = []
+        self._ops = RecentOps()
 
     def __repr__(self) -> str:
         return f"MemoryStore(sessions={len(self._sessions)})"
@@ -74,11 +77,15 @@ class MemoryStore(BaseStore):
             s = self._sessions[session_id] = _Session(new_epoch(), now, now)
         return s
 
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
+    def append(self, session_id: str, messages: Sequence[Any], *, op_id: str | None = None) -> int:
         validate_session_id(session_id)
+        validate_op_id(op_id)
         now = time.time()
         encoded = [encode_message(m, now=now) for m in messages]
         with self._lock:
+            done = self._ops.get(session_id, op_id)
+            if done is not None:
+                return done
             s = self._sessions.get(session_id)
             if not encoded:
                 return len(s.records) if s else 0
@@ -86,6 +93,7 @@ class MemoryStore(BaseStore):
             start = len(s.records)
             s.records.extend(encoded)
             s.updated_at = now
+            self._ops.put(session_id, op_id, start)
             return start
 
     def read(self, session_id: str, start: int = 0) -> tuple[str | None, list[dict[str, Any]]]:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store._postgres_sql import (
     _COLUMNS,
@@ -45,6 +46,7 @@ from windowfit.store.base import (
     SessionInfo,
     StoreCorruptError,
     StoreError,
+    StoreOutcomeUnknownError,
     UsageRecord,
     UsageRow,
     decode_messages,
@@ -55,6 +57,7 @@ from windowfit.store.base import (
     info_int,
     new_epoch,
     ttl_seconds,
+    validate_op_id,
     validate_session_id,
 )
 
@@ -118,6 +121,26 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{db}"
 
 
+#: PostgreSQL cuts identifiers at 63 bytes (NAMEDATALEN - 1) without an error, so two
+#: longer schema names sharing their first 63 bytes would share tables.
+MAX_IDENTIFIER_BYTES = 63
+
+
+def _check_schema(schema: Any) -> None:
+    """``schema`` is None or a plain ASCII SQL identifier PostgreSQL keeps whole."""
+    if schema is None:
+        return
+    if not isinstance(schema, str):
+        raise ArgumentTypeError(f"schema must be a str or None, not {type(schema).__name__}")
+    if not (schema.isidentifier() and schema.isascii()):
+        raise InvalidArgumentError(f"schema must be a plain SQL identifier, got {schema!r}")
+    if len(schema) > MAX_IDENTIFIER_BYTES:
+        raise InvalidArgumentError(
+            f"schema must be at most {MAX_IDENTIFIER_BYTES} characters (PostgreSQL would cut "
+            f"it there), got {len(schema)}: {schema!r}"
+        )
+
+
 class PostgresStore(StepStore):
     """Sessions and usage in PostgreSQL at ``dsn`` (``postgresql://user@host:port/db`` or a
     ``key=value`` conninfo string).
@@ -152,8 +175,7 @@ class PostgresStore(StepStore):
             psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
             raise StoreError(f"invalid PostgreSQL DSN: {exc}") from None
-        if schema is not None and not (schema.isidentifier() and schema.isascii()):
-            raise ValueError(f"schema must be a plain SQL identifier, got {schema!r}")
+        _check_schema(schema)
         if not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
         self.dsn = dsn
@@ -241,6 +263,7 @@ class PostgresStore(StepStore):
 
     def _drive(self, make: Operation, session_id: str | None) -> Any:
         pool = self._sync_pool()
+        lost = False  # a connection died under an attempt: it may have committed
         for attempt in range(_ATTEMPTS):
             try:
                 if not self._schema_ready:
@@ -250,11 +273,21 @@ class PostgresStore(StepStore):
                 with pool.connection() as conn:
                     return run_steps(make(), lambda step: _execute(conn, step))
             except self._psycopg.Error as exc:
-                if attempt + 1 < _ATTEMPTS and self._retryable(exc):
+                retryable = self._retryable(exc)
+                lost = lost or retryable
+                if attempt + 1 < _ATTEMPTS and retryable:
                     logger.warning("%r: %s; retrying on a new connection", self, exc)
                     time.sleep(0.05 * 2**attempt)
                     pool.check()  # the other idle connections may have died with this one
                     continue
+                retry_with = getattr(make, "retry_with", None)
+                if lost and retry_with is not None:
+                    raise StoreOutcomeUnknownError(
+                        f"PostgreSQL at {self.where} lost the connection under a write ({exc}): "
+                        "it may or may not be applied",
+                        op_id=retry_with,
+                        session_id=session_id,
+                    ) from exc
                 raise self._map_error(exc, session_id) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -545,10 +578,13 @@ class PostgresStore(StepStore):
         if name == "append":
             session_id, messages = args
             sid = _db(validate_session_id(session_id))
+            op_id = validate_op_id(kwargs.get("op_id"))
             records = [encode_message(m, now=now) for m in messages]
             if not records:
                 return lambda: self._op_append(sid, [], now)
-            return self._write(lambda: self._op_append(sid, records, now), int)
+            make = self._write(lambda: self._op_append(sid, records, now), int, op_id)
+            make.retry_with = make.op_id  # type: ignore[attr-defined]  # the caller may retry
+            return make
         if name == "read":
             session_id, start = args
             sid = _db(session_id)
@@ -617,13 +653,20 @@ class PostgresStore(StepStore):
         raise AssertionError(name)  # pragma: no cover
 
     def _write(
-        self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any]
+        self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any], op_id: str | None = None
     ) -> Callable[[], _Op[_T]]:
-        op_id = new_op_id()
+        # a caller's op_id retries an earlier call: even its first attempt may find it applied
+        given = op_id is not None
+        op = op_id or new_op_id()
         self._writes += 1
         prune = self._writes % _PRUNE_EVERY == 0
         attempts = itertools.count()
-        return lambda: self._once(op_id, body(), encode, prune, next(attempts) > 0)
+
+        def run() -> _Op[_T]:
+            return self._once(op, body(), encode, prune, given or next(attempts) > 0)
+
+        run.op_id = op  # type: ignore[attr-defined]
+        return run
 
 
 def _none(_: None) -> None:

@@ -5,7 +5,8 @@ CRC32 of its id), one set of keys per session id::
 
     P:{bB}:m:<id>    list   message envelopes (JSON), in append order
     P:{bB}:h:<id>    hash   epoch, created_at, updated_at, state, state_version, parent_id, task,
-                            tool_call_id, meta, status, result, schema, done:<child>
+                            tool_call_id, meta, status, result, schema, done:<child>,
+                            length (messages written: a shorter list lost some)
     P:{bB}:c:<id>    zset   sub-agent ids, scored by creation time
     P:{bB}:sessions  zset   the bucket's session ids, scored by last write (listing, cleanup)
     P:{u}:d:<day>, P:{u}:s:<id>, P:{u}:days   usage counters per day/model and per session
@@ -20,6 +21,15 @@ Times come from the Redis server clock (workers' clocks may disagree). State sav
 increment ``state_version`` inside the script (optimistic concurrency). Writes carry a random
 operation id remembered for ten minutes, so a command that redis-py retries after a lost reply
 is not applied twice (no duplicated messages).
+
+Reads are plain pipelines, never MULTI/EXEC (a server at ``maxmemory`` refuses every queued
+command, reads included): a read of several keys checks the session's epoch before and after,
+so it never mixes two incarnations of a session. A server that evicts keys (an ``allkeys-*`` or
+``volatile-*`` policy) can drop part of a session; a read finding messages missing (the list
+shorter than the ``length`` the writes recorded) or a listed session without its record raises
+``StoreCorruptError`` rather than returning a silently shortened or empty history. A write whose
+every resend lost its connection raises ``StoreOutcomeUnknownError`` with its operation id;
+``append(..., op_id=...)`` retries it at most once.
 
 Sub-agent operations span two sessions (two slots): they run as ordered single-slot steps, each
 idempotent, so a client that dies between two leaves a state the next call completes.
@@ -48,6 +58,7 @@ from windowfit.store.base import (
     SessionInfo,
     StoreCorruptError,
     StoreError,
+    StoreOutcomeUnknownError,
     UsageRecord,
     UsageRow,
     decode_messages,
@@ -60,6 +71,7 @@ from windowfit.store.base import (
     new_epoch,
     sort_rows,
     ttl_seconds,
+    validate_op_id,
     validate_session_id,
 )
 
@@ -90,6 +102,14 @@ _BACKOFF = 0.05
 #: Session buckets: each bucket's sessions and index share a hash slot (spread over the cluster).
 _BUCKETS = 64
 _BAD_KEY = re.compile(r"^key (?P<key>.*) holds a ")
+
+
+def _op_id_of(request: _Request) -> str | None:
+    """The operation id of an append request (its op key, ``KEYS[4]``); None for any other
+    request (only appends can be retried by the caller with their id)."""
+    if request[0] != "script" or request[1] != "append":
+        return None
+    return str(request[2][3]).rpartition(":op:")[2]
 
 
 class RedisStore(StepStore):
@@ -183,8 +203,8 @@ class RedisStore(StepStore):
     def _indexes(self) -> list[str]:
         return [f"{self.prefix}:{{b{b}}}:sessions" for b in range(_BUCKETS)]
 
-    def _opkey(self, session_id: str) -> str:
-        return f"{self._tag(session_id)}:op:{new_op_id()}"
+    def _opkey(self, session_id: str, op_id: str | None = None) -> str:
+        return f"{self._tag(session_id)}:op:{op_id or new_op_id()}"
 
     def _keys(self, session_id: str, *kinds: str) -> list[str]:
         """A script's KEYS for ``session_id``, in the order its header lists them: ``m``, ``h``,
@@ -238,6 +258,18 @@ class RedisStore(StepStore):
             return StoreCorruptError("data is not UTF-8 text", session_id=session_id)
         return StoreError(f"Redis error at {self.url}: {exc}")
 
+    def _lost_error(self, exc: Exception, request: _Request, session_id: str | None) -> Exception:
+        """The error for a request whose every attempt lost its connection: for a write that
+        carries an operation id its outcome is unknown (any attempt may have been applied)."""
+        op_id = _op_id_of(request)
+        if op_id is None:
+            return self._map_error(exc, session_id)
+        return StoreOutcomeUnknownError(
+            f"Redis at {self.url} did not answer a write ({exc}): it may or may not be applied",
+            op_id=op_id,
+            session_id=session_id,
+        )
+
     def _drive(self, make: Operation, session_id: str | None) -> Any:
         if not self._legacy_checked:
             self._legacy_checked = True
@@ -249,7 +281,7 @@ class RedisStore(StepStore):
                     return self._execute(self._client, self._scripts, request)
                 except self._lost as exc:
                     if attempt + 1 == _ATTEMPTS:
-                        raise self._map_error(exc, session_id) from exc
+                        raise self._lost_error(exc, request, session_id) from exc
                     logger.warning("%r: %s; retrying", self, exc)
                     time.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
@@ -273,7 +305,7 @@ class RedisStore(StepStore):
                     return result
                 except self._lost as exc:
                     if attempt + 1 == _ATTEMPTS:
-                        raise self._map_error(exc, session_id) from exc
+                        raise self._lost_error(exc, request, session_id) from exc
                     logger.warning("%r: %s; retrying", self, exc)
                     await asyncio.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
@@ -288,10 +320,11 @@ class RedisStore(StepStore):
             _, name, keys, args = request
             return scripts[name](keys=keys, args=args, client=client)
         if kind in ("pipe", "spread"):
-            # "pipe": one session's keys, read atomically; "spread": keys of many slots, which a
-            # cluster cannot read in one transaction (each command is still atomic)
+            # "pipe": one session's keys; "spread": keys of many slots. Never MULTI/EXEC: at
+            # maxmemory the server refuses every queued command, reads included (each command
+            # is still atomic; reads that must agree check the session's epoch around them)
             _, commands = request
-            pipe = client.pipeline(transaction=kind == "pipe" or not self.cluster)
+            pipe = client.pipeline(transaction=False)
             for command in commands:
                 pipe.execute_command(*command)
             return pipe.execute()
@@ -299,28 +332,76 @@ class RedisStore(StepStore):
 
     # ------------------------------------------------------------------ operations (generators)
 
-    def _op_append(self, session_id: str, messages: Sequence[Any]) -> _Op[int]:
+    def _op_append(
+        self, session_id: str, messages: Sequence[Any], op_id: str | None = None
+    ) -> _Op[int]:
         validate_session_id(session_id)
+        validate_op_id(op_id)
         now = time.time()
         records = [encode_message(m, now=now) for m in messages]
         if not records:
             (length,) = yield ("pipe", [("LLEN", self._k("m", session_id))])
             return int(length)
-        keys = self._keys(session_id, "m", "h", "index", "op", "c")
+        keys = self._keys(session_id, "m", "h", "index", "c")
+        keys.insert(3, self._opkey(session_id, op_id))
         args = [session_id, new_epoch(), self._expire, _OP_TTL, *records]
         start = yield ("script", "append", keys, args)
         return int(start)
 
     def _op_read(self, session_id: str, start: int) -> _Op[tuple[str | None, list[dict[str, Any]]]]:
-        epoch, raw = yield (
-            "pipe",
-            [
-                ("HGET", self._k("h", session_id), "epoch"),
-                ("LRANGE", self._k("m", session_id), max(0, start), -1),
-            ],
+        start = max(0, start)
+        meta = self._k("h", session_id)
+        while True:
+            # the epoch before and after: equal, the messages are of that one incarnation
+            before, raw, listed, (after, length), clock = yield (
+                "pipe",
+                [
+                    ("HGET", meta, "epoch"),
+                    ("LRANGE", self._k("m", session_id), start, -1),
+                    ("ZSCORE", self._index(session_id), session_id),
+                    ("HMGET", meta, "epoch", "length"),
+                    ("TIME",),
+                ],
+            )
+            if before == after:
+                break
+        self._check_not_evicted(session_id, before, start + len(raw), length, listed, clock)
+        messages = decode_messages(raw, session_id, start)
+        return (None if before is None else _text(before, session_id, "epoch")), messages
+
+    def _check_not_evicted(
+        self,
+        session_id: str,
+        epoch: Any,
+        found: int,
+        length: Any,
+        listed: Any,
+        clock: Any,
+    ) -> None:
+        """Raise StoreCorruptError when keys of the session are gone though nothing removed
+        it: fewer messages than its writes recorded, or listed in its bucket's index (and not
+        expired) without its record. Messages pushed by other tools (no record) still load."""
+        hint = (
+            "the server evicted keys of this session (set maxmemory-policy noeviction, or "
+            "give Redis more memory): the history cannot be trusted"
         )
-        messages = decode_messages(raw, session_id, max(0, start))
-        return (None if epoch is None else _text(epoch, session_id, "epoch")), messages
+        if epoch is not None:
+            if length is not None and found < info_int(
+                _text(length, session_id, "length"), session_id, "length"
+            ):
+                missing = f"{int(length) - found} of {int(length)} messages are missing"
+                raise StoreCorruptError(f"{missing}: {hint}", session_id=session_id, where=self.url)
+            return
+        if listed is None:
+            return  # never written by windowfit, or deleted: no such session
+        now = float(clock[0]) + float(clock[1]) / 1e6
+        if self._expire and float(listed) + self._expire <= now + 1:
+            return  # its TTL ran out: expired as asked, the index entry awaits cleanup
+        raise StoreCorruptError(
+            f"listed in the session index but its record is gone: {hint}",
+            session_id=session_id,
+            where=self.url,
+        )
 
     def _info_from(self, session_id: str, fields: Mapping[Any, Any], length: int) -> SessionInfo:
         h = {_text(k, session_id, "field"): v for k, v in fields.items()}
@@ -345,10 +426,15 @@ class RedisStore(StepStore):
         )
 
     def _op_info(self, session_id: str) -> _Op[SessionInfo | None]:
-        fields, length = yield (
-            "pipe",
-            [("HGETALL", self._k("h", session_id)), ("LLEN", self._k("m", session_id))],
-        )
+        meta = self._k("h", session_id)
+        while True:
+            fields, length, after = yield (
+                "pipe",
+                [("HGETALL", meta), ("LLEN", self._k("m", session_id)), ("HGET", meta, "epoch")],
+            )
+            # the same epoch after: the length belongs to the record read
+            if (fields.get(b"epoch", fields.get("epoch")) if fields else None) == after:
+                break
         if not fields:
             return None
         return self._info_from(session_id, fields, length)

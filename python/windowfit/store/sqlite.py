@@ -26,6 +26,7 @@ from windowfit.store._common import already_finished, encode_child, not_a_child,
 from windowfit.store.base import (
     SCHEMA_VERSION,
     BaseStore,
+    RecentOps,
     SessionInfo,
     StoreCorruptError,
     StoreError,
@@ -39,6 +40,7 @@ from windowfit.store.base import (
     info_int,
     new_epoch,
     ttl_seconds,
+    validate_op_id,
     validate_session_id,
 )
 
@@ -160,6 +162,7 @@ class SQLiteStore(BaseStore):
         self._mem_conn: sqlite3.Connection | None = None
         self._closed = False
         self._next_cleanup = 0.0
+        self._ops = RecentOps()
         self._init_schema()
         if self.ttl is not None:
             self._maybe_cleanup()
@@ -332,8 +335,12 @@ class SQLiteStore(BaseStore):
 
     # ------------------------------------------------------------------ protocol
 
-    def append(self, session_id: str, messages: Sequence[Any]) -> int:
+    def append(self, session_id: str, messages: Sequence[Any], *, op_id: str | None = None) -> int:
         validate_session_id(session_id)
+        validate_op_id(op_id)
+        done = self._ops.get(session_id, op_id)
+        if done is not None:
+            return done
         now = time.time()
         records = [encode_message(m, now=now) for m in messages]
         if not records:
@@ -343,6 +350,7 @@ class SQLiteStore(BaseStore):
             self._touch(c, session_id, now)
             start = self._next_seq(c, session_id)
             self._insert(c, session_id, start, records)
+        self._ops.put(session_id, op_id, start)
         self._maybe_cleanup()
         return start
 

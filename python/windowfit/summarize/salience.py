@@ -45,6 +45,7 @@ from windowfit._twins import CallOp
 from windowfit.errors import WindowfitError
 from windowfit.messages import message_text
 from windowfit.summarize.base import TwinSummarizer, _clip, estimator
+from windowfit.summarize.near_duplicates import NearDuplicateIndex
 from windowfit.summarize.patterns import (
     _CODE_BLOCK_RE,
     _CUE_RE,
@@ -533,33 +534,30 @@ class SalienceSummarizer(TwinSummarizer):
     def _merge(lines: list[_Line]) -> list[_Line]:
         """Near-duplicates collapse into one line, keeping the best score: a restatement that
         adds nothing keeps the original (and so its date); one that adds terms is an update
-        or correction, and its newer wording stands for both. Identical identifiers collapse."""
+        or correction, and its newer wording stands for both. Identical identifiers collapse.
+        Each line is compared only with the kept lines an index says can match it, so a long
+        history folds in near-linear time."""
         kept: list[_Line] = []
+        index = NearDuplicateIndex(lines)
         for line in sorted(lines, key=lambda x: x.seq):  # oldest first
             if line.score <= 0:
                 continue
-            for k, other in enumerate(kept):
-                if other.section != line.section:
-                    continue
-                if line.section == "identifiers":
-                    if line.text in other.text or other.text in line.text:
-                        if len(line.text) > len(other.text):
-                            line.score = max(line.score, other.score)
-                            kept[k] = line
-                        else:
-                            other.score = max(other.score, line.score)
-                        break
-                    continue
-                a, b = line.terms, other.terms
-                if a and b and len(a & b) / min(len(a), len(b)) >= 0.8:
-                    if a - b:  # new information: the later wording replaces the earlier
-                        line.score = max(line.score, other.score)
-                        kept[k] = line
-                    else:
-                        other.score = max(other.score, line.score)
-                    break
-            else:
+            k = index.first_match(line, kept)
+            if k is None:
+                index.add(line, len(kept))
                 kept.append(line)
+                continue
+            other = kept[k]
+            if line.section == "identifiers":
+                newer_wording = len(line.text) > len(other.text)
+            else:  # new information: the later wording replaces the earlier
+                newer_wording = bool(line.terms - other.terms)
+            if newer_wording:
+                line.score = max(line.score, other.score)
+                kept[k] = line
+                index.add(line, k)
+            else:
+                other.score = max(other.score, line.score)
         return kept
 
     # -- composition ----------------------------------------------------------------------------
