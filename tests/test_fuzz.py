@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.context import ENV_VARS, ContextManager
 from windowfit.errors import InternalError
-from windowfit.observation import ObservationTruncator
 from windowfit.store import MemoryStore
+from windowfit.truncation import ObservationTruncator
 
 FUZZ = settings(
     max_examples=150,

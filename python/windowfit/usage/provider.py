@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from windowfit.errors import InvalidArgumentError
+
 __all__ = ["extract_usage"]
 
 _MISSING = object()
@@ -34,7 +36,7 @@ def _int(value: Any) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ValueError(f"token count {value!r} is not an integer") from None
+        raise InvalidArgumentError(f"token count {value!r} is not an integer") from None
 
 
 def _looks_like_usage(obj: Any) -> bool:
@@ -66,7 +68,7 @@ def extract_usage(response: Any) -> dict[str, Any]:
         if usage is None and meta is not None:
             usage = _get(meta, "token_usage")
         if usage is None or not _looks_like_usage(usage):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"no token usage found in {type(response).__name__}: pass a chat completion, "
                 "Responses API or Anthropic response (the last stream chunk with usage), or "
                 "call UsageTracker.record(...) with the numbers"

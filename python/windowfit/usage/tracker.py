@@ -27,10 +27,10 @@ from datetime import date, datetime, timezone
 from typing import Any, TypeVar
 
 from windowfit._twins import CallOp, awaitable, blocking, call
-from windowfit.errors import WindowfitError
+from windowfit.errors import InvalidArgumentError, WindowfitError
 from windowfit.models import model_family
-from windowfit.provider_usage import extract_usage
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
+from windowfit.usage.provider import extract_usage
 
 __all__ = [
     "Quota",
@@ -71,11 +71,11 @@ class Quota:
 
     def __post_init__(self) -> None:
         if self.tokens_per_day is None and self.cost_per_day is None:
-            raise ValueError("a Quota needs tokens_per_day and/or cost_per_day")
+            raise InvalidArgumentError("a Quota needs tokens_per_day and/or cost_per_day")
         for name in ("tokens_per_day", "cost_per_day"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0")
+                raise InvalidArgumentError(f"{name} must be >= 0")
 
     def describe(self) -> str:
         scope = []
@@ -112,7 +112,9 @@ def _day_of(value: str | date | datetime | None) -> str | None:
     try:
         return date.fromisoformat(value).isoformat()
     except (TypeError, ValueError):
-        raise ValueError(f"day must be 'YYYY-MM-DD', a date or 'today', got {value!r}") from None
+        raise InvalidArgumentError(
+            f"day must be 'YYYY-MM-DD', a date or 'today', got {value!r}"
+        ) from None
 
 
 def _utc_day(ts: float) -> str:
@@ -170,10 +172,10 @@ class UsageTracker:
         else:
             self.quotas = tuple(quota)
         if not (callable(on_quota) or on_quota in ("raise", "warn")):
-            raise ValueError("on_quota must be 'raise', 'warn' or a callable")
+            raise InvalidArgumentError("on_quota must be 'raise', 'warn' or a callable")
         self.on_quota = on_quota
         if cache_write_multiplier is not None and cache_write_multiplier < 0:
-            raise ValueError("cache_write_multiplier must be >= 0")
+            raise InvalidArgumentError("cache_write_multiplier must be >= 0")
         self.cache_write_multiplier = cache_write_multiplier
         self._unpriced_warned: set[str] = set()
 
@@ -269,7 +271,7 @@ class UsageTracker:
         timestamp: float | datetime | None,
     ) -> UsageRecord:
         if not isinstance(model, str) or not model.strip():
-            raise ValueError("model must be a non-empty str")
+            raise InvalidArgumentError("model must be a non-empty str")
         model = model.strip()
         counts = {
             "prompt_tokens": prompt_tokens,
@@ -279,9 +281,9 @@ class UsageTracker:
         }
         for name, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+                raise InvalidArgumentError(f"{name} must be an int >= 0, got {value!r}")
         if cached_tokens + cache_write_tokens > prompt_tokens:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"cached_tokens + cache_write_tokens ({cached_tokens} + {cache_write_tokens}) "
                 f"exceed prompt_tokens ({prompt_tokens}): prompt_tokens counts all input tokens, "
                 "cache parts included (for Anthropic's raw usage use record_response)"
@@ -365,7 +367,7 @@ class UsageTracker:
         usage = extract_usage(response)
         name = model or usage["model"]
         if not name:
-            raise ValueError("the response does not name its model: pass model=")
+            raise InvalidArgumentError("the response does not name its model: pass model=")
         return (
             yield from self._op_record(
                 name,
