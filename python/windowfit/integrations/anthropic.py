@@ -36,6 +36,8 @@ from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.adapters.anthropic import from_anthropic, new_messages
 from windowfit.adapters.canonical import Converted
 from windowfit.messages import SYSTEM_ROLES
+from windowfit.models import get_model
+from windowfit.usage import extract_usage
 
 __all__ = ["AnthropicWindow", "count_tokens"]
 
@@ -123,8 +125,6 @@ class AnthropicWindow:
     def _budget(self, max_tokens: int | None) -> int:
         if self.budget is not None:
             return self.budget
-        from windowfit.models import get_model
-
         info = get_model(self.model)
         reserve = max_tokens if max_tokens is not None else min(info.max_output_tokens, 4096)
         return info.context_window - reserve
@@ -211,8 +211,6 @@ class AnthropicWindow:
     ) -> Any:
         """Record ``response``'s usage (cache reads/writes included) and calibrate the counter
         with the input tokens Anthropic billed vs ``estimated`` (default: the last fit's)."""
-        from windowfit.usage import extract_usage
-
         estimate = self.last_estimate if estimated is None else estimated
         if self.tracker is not None:
             return self.tracker.record_response(

@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - SDKs before session settings
 from windowfit.adapters.canonical import Converted, as_dict
 from windowfit.adapters.openai_responses import from_responses, new_items
 from windowfit.session import Session
+from windowfit.store.memory import MemoryStore
 
 __all__ = ["WindowfitSession", "input_filter"]
 
@@ -148,8 +149,6 @@ class WindowfitSession:
         **manager_kwargs: Any,
     ) -> None:
         if store is None:
-            from windowfit.store import MemoryStore
-
             store = MemoryStore()
         self.session_id = session_id
         self.store = store

@@ -28,8 +28,9 @@ from typing import Any, TypeVar
 
 from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.errors import InvalidArgumentError, WindowfitError
-from windowfit.models import model_family
+from windowfit.models import UnknownModelError, get_model, model_family
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
+from windowfit.store.memory import MemoryStore
 from windowfit.usage.provider import extract_usage
 
 __all__ = [
@@ -158,8 +159,6 @@ class UsageTracker:
         cache_write_multiplier: float | None = None,
     ) -> None:
         if store is None:
-            from windowfit.store.memory import MemoryStore
-
             store = MemoryStore()
         self.store = store
         self._counters: dict[str, Any] = {}
@@ -228,8 +227,6 @@ class UsageTracker:
         cache_write_tokens: int = 0,
     ) -> float | None:
         """USD cost of one call from the registry's prices; None if the model has none."""
-        from windowfit.models import UnknownModelError, get_model
-
         try:
             info = get_model(model)
         except UnknownModelError:
