@@ -37,10 +37,13 @@ lint-rust: $(VENV)/.deps
 	cargo fmt --check
 	cargo clippy --all-targets --features python --quiet -- -D warnings
 
-## lint-python: ruff lint and format check, mypy, and stubtest of the compiled _core against _core.pyi
+## lint-python: ruff lint and format check, the layering check (no import cycle, stages never
+## import the manager, the store never imports the session), mypy, and stubtest of the compiled
+## _core against _core.pyi
 lint-python: dev
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests benches tools
+	$(VENV)/bin/ruff format --check python tests benches tools
+	$(PY) tools/check_layout.py
 	$(VENV)/bin/mypy python/windowfit
 	$(VENV)/bin/python -m mypy.stubtest windowfit._core
 

@@ -22,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _redis import redis_prefix, redis_server, redis_url
+from windowfit.session import Session
 from windowfit.store import BaseStore, SQLiteStore
 
 # imported so that pytest finds these fixtures in this module
@@ -80,7 +81,7 @@ def test_append_10k(benchmark: Any, store: tuple[str, BaseStore]) -> None:
     timed = FULL_APPENDS if kind == "sqlite-FULL" else N
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        session = s.session(f"bench-{uuid.uuid4().hex}")
+        session = Session(s, f"bench-{uuid.uuid4().hex}")
         if timed < N:
             session.extend(MESSAGES[: N - timed])
         return (session,), {}
@@ -97,10 +98,10 @@ def test_append_10k(benchmark: Any, store: tuple[str, BaseStore]) -> None:
 def test_load_10k(benchmark: Any, store: tuple[str, BaseStore]) -> None:
     _, s = store
     session_id = f"bench-load-{uuid.uuid4().hex}"
-    s.session(session_id).extend(MESSAGES)
+    Session(s, session_id).extend(MESSAGES)
 
     def run() -> list[dict[str, Any]]:
-        return s.session(session_id).messages  # a fresh handle: reads and decodes all 10,000
+        return Session(s, session_id).messages  # a fresh handle: reads and decodes all 10,000
 
     got = benchmark.pedantic(run, rounds=10, iterations=1, warmup_rounds=1)
     assert got == MESSAGES
@@ -116,7 +117,7 @@ def test_load_10k(benchmark: Any, store: tuple[str, BaseStore]) -> None:
 def test_incremental_load(benchmark: Any, store: tuple[str, BaseStore]) -> None:
     """A worker's handle that has read the 10,000 already, reading after one more append."""
     kind, s = store
-    session = s.session(f"bench-incr-{uuid.uuid4().hex}")
+    session = Session(s, f"bench-incr-{uuid.uuid4().hex}")
     session.extend(MESSAGES)
     session.load()
     counter = iter(range(10**9))
@@ -134,11 +135,11 @@ if __name__ == "__main__":  # quick numbers without pytest-benchmark
 
     with tempfile.TemporaryDirectory() as d:
         st = SQLiteStore(Path(d) / "q.db", synchronous="NORMAL")
-        sess = st.session("q")
+        sess = Session(st, "q")
         t0 = time.perf_counter()
         for m in MESSAGES:
             sess.append(m)
         t1 = time.perf_counter()
-        _ = st.session("q").messages
+        _ = Session(st, "q").messages
         t2 = time.perf_counter()
         print(f"sqlite NORMAL: {(t1 - t0) / N * 1e6:.0f} us/append, load {(t2 - t1) * 1e3:.0f} ms")

@@ -35,8 +35,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import windowfit as wf
-from windowfit.observation import ObservationTruncator
-from windowfit.truncation import Truncation, truncate
+from windowfit.truncation import ObservationTruncator, Truncation, truncate
 
 MAX_TOKENS = 2_000
 SIZES = {"100KB": 100_000, "1MB": 1_000_000, "10MB": 10_000_000, "100MB": 100_000_000}

@@ -124,7 +124,7 @@ def main() -> None:
         big = cc._history(400 + n, text)
         store = wf.SQLiteStore(os.path.join(tempfile.mkdtemp(prefix="wf-cg-"), "s.db"))
         cm = cc._manager()
-        session = store.session("bench")
+        session = wf.Session(store, "bench")
         for m in big[:400]:
             session.append(m)
         session.prepare(cm)

@@ -132,7 +132,7 @@ def _workloads() -> dict[str, Callable[[], Any]]:
     tmp = tempfile.mkdtemp(prefix="wf-compare-")
     store = wf.SQLiteStore(os.path.join(tmp, "s.db"))
     scm = _manager()
-    session = store.session("bench")
+    session = wf.Session(store, "bench")
     for m in big[:400]:
         session.append(m)
     feed = iter(big[400:])

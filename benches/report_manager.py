@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import bench_manager as bm
 import bench_store as bs
 from windowfit.context import ContextManager
+from windowfit.session import Session
 from windowfit.store import BaseStore, SQLiteStore
 
 
@@ -84,15 +85,15 @@ def manager_figures(runs: int) -> dict[str, str]:
 
 def store_figures(store: BaseStore, timed: int, load_runs: int) -> tuple[str, str]:
     n = len(bs.MESSAGES)
-    session = store.session(f"report-{uuid.uuid4().hex}")
+    session = Session(store, f"report-{uuid.uuid4().hex}")
     if timed < n:
         session.extend(bs.MESSAGES[: n - timed])
     per_append = runs_of(
         lambda m: session.append(m), timed, setup=iter(bs.MESSAGES[n - timed :]).__next__
     )
     sid = session.id
-    load = runs_of(lambda: store.session(sid).messages, load_runs)
-    assert store.session(sid).messages == bs.MESSAGES
+    load = runs_of(lambda: Session(store, sid).messages, load_runs)
+    assert Session(store, sid).messages == bs.MESSAGES
     return fmt(per_append), fmt(load)
 
 

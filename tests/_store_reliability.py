@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from _store_workers import append_worker, endless_writer, open_store, spawn, state_worker
+from windowfit.session import Session
 from windowfit.store import BaseStore
 
 
@@ -29,7 +30,7 @@ def check_concurrent_appends(spec: dict[str, Any], writers: int = 4, count: int 
         assert p.exitcode == 0, f"writer exited with {p.exitcode}"
     store = open_store(spec)
     try:
-        messages = store.session(session_id).messages
+        messages = Session(store, session_id).messages
         assert len(messages) == writers * count
         seen = [(m["w"], m["i"]) for m in messages]
         assert len(set(seen)) == len(seen), "duplicated messages"
@@ -93,7 +94,7 @@ def check_sigkill_mid_appends(
     proc.join(timeout=30)
     assert proc.exitcode == -signal.SIGKILL
     store = open_store(spec)
-    session = store.session(session_id)
+    session = Session(store, session_id)
     messages = session.messages
     assert len(messages) >= 3 * batch
     assert len(messages) % batch == 0, "a batch was half written"

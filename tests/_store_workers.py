@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any
 
+from windowfit.session import Session
 from windowfit.store import BaseStore, SQLiteStore
 
 
@@ -27,7 +28,7 @@ def append_worker(
 ) -> None:
     """Append ``count`` messages, alternating single appends and 2-message extends."""
     store = open_store(spec)
-    session = store.session(session_id)
+    session = Session(store, session_id)
     start.wait()
     i = 0
     while i < count:
@@ -58,7 +59,7 @@ def state_worker(
     from windowfit.store import ConflictError
 
     store = open_store(spec)
-    session = store.session(session_id)
+    session = Session(store, session_id)
     start.wait()
     conflicts = 0
     for r in range(rounds):
@@ -80,7 +81,7 @@ def endless_writer(
 ) -> None:
     """Append batches of ``batch`` big messages until killed; sets ``ready`` after a few."""
     store = open_store(spec)
-    session = store.session(session_id)
+    session = Session(store, session_id)
     payload = "x" * size
     n = 0
     while True:

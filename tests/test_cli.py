@@ -16,7 +16,7 @@ import windowfit as wf
 from _agent_runs import RUN, extract
 from _corpus import tiktoken_cl100k, tiktoken_o200k
 from windowfit.cli import main
-from windowfit.demo import simulate_session
+from windowfit.cli.showcase import simulate_session
 from windowfit.replay import SERIES, call_points
 from windowfit.testing import check_window
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from windowfit.cli import main
+from windowfit.cli import stores as store_cli
+from windowfit.session import Session
 from windowfit.store import SQLiteStore
-from windowfit.store import _cli as store_cli
 from windowfit.usage import UsageTracker
 
 
@@ -97,7 +98,7 @@ ESC = "\x1b]0;owned\x07\x1b[2J\x1b[31m"
 
 def hostile_store(db: Path) -> None:
     with SQLiteStore(db) as store:
-        s = store.session("evil" + ESC)
+        s = Session(store, "evil" + ESC)
         s.extend(
             [
                 {"role": "user", "content": "look" + ESC + "here\u202e"},

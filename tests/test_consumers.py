@@ -45,7 +45,7 @@ def _managers(
 
 def test_consumers_keep_separate_states_and_never_reset_each_other(store: Any) -> None:
     agent, a_rec, router, r_rec = _managers()
-    session = store.session("s1")
+    session = wf.Session(store, "s1")
     history = conversation(60, words=200, tools_every=4)
     agent_until: list[int] = []
     router_until: list[int] = []
@@ -66,7 +66,7 @@ def test_consumers_keep_separate_states_and_never_reset_each_other(store: Any) -
 
 def test_a_smaller_consumer_reuses_a_summary_that_fits(store: Any) -> None:
     agent, a_rec, router, r_rec = _managers(agent_window=9000)
-    session = store.session("s2")
+    session = wf.Session(store, "s2")
     session.extend(conversation(40, words=200, tools_every=0))
     pa = session.prepare(agent)
     assert a_rec.calls >= 1 and pa.state["summary"].startswith("AGENT")
@@ -80,7 +80,7 @@ def test_a_smaller_consumer_reuses_a_summary_that_fits(store: Any) -> None:
 
 def test_a_summary_too_large_for_the_consumer_is_not_borrowed(store: Any) -> None:
     agent, a_rec, _, _ = _managers(agent_window=9000)
-    session = store.session("s3")
+    session = wf.Session(store, "s3")
     session.extend(conversation(40, words=200, tools_every=0))
     session.prepare(agent)
     tiny = ContextManager(
@@ -99,7 +99,7 @@ def test_a_summary_too_large_for_the_consumer_is_not_borrowed(store: Any) -> Non
 
 def test_legacy_single_state_is_the_default_consumer(store: Any) -> None:
     agent, _, router, _ = _managers(agent_window=9000)
-    session = store.session("s4")
+    session = wf.Session(store, "s4")
     session.extend(conversation(40, words=200, tools_every=0))
     pa = session.prepare(agent)
     assert session.state == pa.state  # stored as before while there is one consumer

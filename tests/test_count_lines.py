@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from windowfit.observation import count_lines
+from windowfit.truncation import count_lines
 
 
 @given(st.text(alphabet=st.sampled_from("ab\n\r\u2028é🙂\ud800"), max_size=40))

@@ -37,7 +37,7 @@ from _corpus import (
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from windowfit import counting
+from windowfit.counting import counter as counting
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TESTS = Path(__file__).resolve().parent

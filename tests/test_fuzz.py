@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.context import ENV_VARS, ContextManager
 from windowfit.errors import InternalError
-from windowfit.observation import ObservationTruncator
 from windowfit.store import MemoryStore
+from windowfit.truncation import ObservationTruncator
 
 FUZZ = settings(
     max_examples=150,
@@ -209,7 +209,7 @@ def test_manager_prepare_with_any_state(history: Any, state: Any) -> None:
 @given(batch=histories, state=json_like, key=st.text(max_size=12) | scalars)
 def test_stores_lose_nothing(batch: Any, state: Any, key: Any) -> None:
     store = MemoryStore()
-    s = documented(store.session, key)
+    s = documented(wf.Session, store, key)
     if s is None:
         return
     kept: list[Any] = []

@@ -370,7 +370,7 @@ def test_pre_model_hook_async_fit_mode() -> None:
 
 def test_fast_conversion_matches_convert_to_openai_messages() -> None:
     from langchain_core.messages import convert_to_openai_messages
-    from windowfit.integrations.langchain import _fast_dict
+    from windowfit.adapters.langchain import _fast_dict
 
     ms = [
         SystemMessage("s"),
@@ -387,7 +387,7 @@ def test_fast_conversion_matches_convert_to_openai_messages() -> None:
 
 
 def test_edited_tool_message_is_a_copy_of_the_original() -> None:
-    from windowfit.integrations.langchain import _convert_new
+    from windowfit.adapters.langchain import convert_new as _convert_new
 
     ms = [
         HumanMessage("go", id="h1"),

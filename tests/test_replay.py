@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import windowfit as wf
 from _agent_runs import RUN, extract
-from windowfit.demo import simulate_session
+from windowfit.cli.showcase import simulate_session
 from windowfit.history_io import load_history
 from windowfit.replay import SERIES, call_points, replay
 from windowfit.testing import check_window

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from windowfit.cli.showcase import simulate_session
 from windowfit.context import ENV_VARS, ContextManager
-from windowfit.demo import simulate_session
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import model_family
-from windowfit.observation import ObservationTruncator
 from windowfit.store import MemoryStore, SQLiteStore
 from windowfit.summarize import ExtractiveSummarizer
+from windowfit.truncation import ObservationTruncator
 from windowfit.usage import UsageTracker
 
 GPT4O = wf.Counter(model="gpt-4o")
@@ -133,7 +133,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 @pytest.mark.parametrize(("bad", "field"), BAD_MESSAGES)
 def test_append_rejects_what_counting_rejects(store: Any, bad: dict[str, Any], field: str) -> None:
     """Before: stored, after which every prepare raised: the session was dead."""
-    s = store.session("s1")
+    s = wf.Session(store, "s1")
     s.append({"role": "user", "content": "hi"})
     with pytest.raises(wf.WindowfitError, match=field) as info:
         s.append(bad)
@@ -152,7 +152,7 @@ def test_prepare_skips_an_invalid_stored_message_and_reports_it(
 ) -> None:
     """A bad message already stored (old data, a direct store write) no longer kills the
     session: prepare leaves it out, says so in stats, and later turns keep working."""
-    s = store.session("s1")
+    s = wf.Session(store, "s1")
     s.extend([{"role": "system", "content": "be brief"}, {"role": "user", "content": "one"}])
     store.append("s1", [bad])  # the store itself does not check message rules
     s.append({"role": "assistant", "content": "two"})
@@ -162,13 +162,13 @@ def test_prepare_skips_an_invalid_stored_message_and_reports_it(
     assert bad not in p.messages
     assert [m["content"] for m in p.messages] == ["be brief", "one", "two"]
     s.append({"role": "user", "content": "three"})
-    again = store.session("s1").prepare(cm)  # another handle skips the same message
+    again = wf.Session(store, "s1").prepare(cm)  # another handle skips the same message
     assert again.stats["invalid_skipped"] == [2]
     assert again.messages[-1]["content"] == "three"
 
 
 def test_aprepare_skips_an_invalid_stored_message(store: Any) -> None:
-    s = store.session("s1")
+    s = wf.Session(store, "s1")
     s.append({"role": "user", "content": "one"})
     store.append("s1", [{"role": "tool", "content": "x"}])
     cm = ContextManager(model="gpt-4o", context_window=4000, output_reserve=500)
@@ -178,7 +178,7 @@ def test_aprepare_skips_an_invalid_stored_message(store: Any) -> None:
 
 
 def test_a_valid_history_reports_nothing_skipped(store: Any) -> None:
-    s = store.session("s1")
+    s = wf.Session(store, "s1")
     s.append({"role": "user", "content": "one"})
     p = s.prepare(ContextManager(model="gpt-4o", context_window=4000, output_reserve=500))
     assert "invalid_skipped" not in p.stats

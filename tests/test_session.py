@@ -58,7 +58,7 @@ def fill(s: Session, n: int) -> None:
 
 
 def test_prepare_passes_history_and_saves_state(store: BaseStore) -> None:
-    s = store.session("p")
+    s = Session(store, "p")
     fill(s, 5)
     cm = FakeCM()
     tools = [{"type": "function", "function": {"name": "f"}}]
@@ -76,7 +76,7 @@ def test_prepare_passes_history_and_saves_state(store: BaseStore) -> None:
 
 
 def test_prepare_without_state_change_writes_nothing(store: BaseStore) -> None:
-    s = store.session("same")
+    s = Session(store, "same")
     fill(s, 2)
     s.prepare(FakeCM(keep=5))
     assert s.load_state() == (None, 0)
@@ -88,7 +88,7 @@ def test_prepare_without_state_change_writes_nothing(store: BaseStore) -> None:
 
 
 def test_prepare_none_state_never_erases_a_summary(store: BaseStore) -> None:
-    s = store.session("keep")
+    s = Session(store, "keep")
     fill(s, 3)
     s.save_state({"summary": "precious"})
     none_cm = SimpleNamespace(
@@ -101,9 +101,9 @@ def test_prepare_none_state_never_erases_a_summary(store: BaseStore) -> None:
 
 
 def test_prepare_retries_after_a_concurrent_save(store: BaseStore) -> None:
-    s = store.session("race")
+    s = Session(store, "race")
     fill(s, 6)
-    rival = store.session("race")
+    rival = Session(store, "race")
 
     def race(call: int) -> None:
         if call == 1:  # another worker summarizes while we are preparing
@@ -122,9 +122,9 @@ def test_prepare_retries_after_a_concurrent_save(store: BaseStore) -> None:
 def test_prepare_under_contention_returns_the_prompt_unsaved(store: BaseStore) -> None:
     """Every attempt loses the race to save its state: the last prompt (valid whoever saved
     the state) is returned, not thrown away, and its stats say the state was not saved."""
-    s = store.session("hot")
+    s = Session(store, "hot")
     fill(s, 6)
-    rival = store.session("hot")
+    rival = Session(store, "hot")
 
     def always(call: int) -> None:
         _, version = rival.load_state()
@@ -144,7 +144,7 @@ def test_prepare_under_contention_returns_the_prompt_unsaved(store: BaseStore) -
 
 
 def test_prepare_says_whether_it_saved(store: BaseStore) -> None:
-    s = store.session("said")
+    s = Session(store, "said")
     fill(s, 6)
     assert s.prepare(FakeCM(keep=2)).stats["state_saved"] is True
     assert s.prepare(FakeCM(keep=2)).stats["state_saved"] is False  # same state: nothing new
@@ -152,9 +152,9 @@ def test_prepare_says_whether_it_saved(store: BaseStore) -> None:
 
 def test_aprepare(store: BaseStore) -> None:
     async def main() -> None:
-        s = store.session("async")
+        s = Session(store, "async")
         await s.aextend([{"role": "user", "content": f"m{i}"} for i in range(4)])
-        rival = store.session("async")
+        rival = Session(store, "async")
         raced = []
 
         def race(call: int) -> None:
@@ -172,8 +172,8 @@ def test_aprepare(store: BaseStore) -> None:
 
 
 def test_concurrent_readers_of_one_handle_see_prefixes(store: BaseStore) -> None:
-    writer = store.session("readers")
-    shared = store.session("readers")
+    writer = Session(store, "readers")
+    shared = Session(store, "readers")
     seen: list[list[str]] = []
     lock = threading.Lock()
     done = threading.Event()
@@ -199,8 +199,8 @@ def test_concurrent_readers_of_one_handle_see_prefixes(store: BaseStore) -> None
 
 
 def test_parent_id_is_looked_up_lazily(store: BaseStore) -> None:
-    parent = store.session("root")
+    parent = Session(store, "root")
     child = parent.child("task")
-    assert store.session(child.id).parent_id == "root"
-    ghost = store.session("not-yet")
+    assert Session(store, child.id).parent_id == "root"
+    ghost = Session(store, "not-yet")
     assert ghost.parent_id is None and ghost.parent() is None

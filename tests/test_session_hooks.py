@@ -35,7 +35,7 @@ def _hooked(name: str, tag: str) -> tuple[Held, Any, wf.Session]:
     """A session holding the turn up to its reply, with a held summarizer's manager hooked."""
     held = Held(tag)
     cm = small_manager(held)
-    session = wf.MemoryStore().session(name)
+    session = wf.Session(wf.MemoryStore(), name)
     session.extend(BEFORE)
     session.after_reply(cm)
     return held, cm, session
@@ -61,7 +61,7 @@ def test_the_hook_summarizes_after_the_reply_and_the_next_prepare_uses_it() -> N
 
 def test_the_hook_waits_for_the_end_of_the_turn_unless_asked_for_every_append() -> None:
     quick = Recorder("RP")
-    session = wf.MemoryStore().session("turns")
+    session = wf.Session(wf.MemoryStore(), "turns")
     session.after_reply(small_manager(quick))
     session.extend([*BEFORE[:-1], CALL])  # a tool call pending: the turn goes on
     session.append({"role": "tool", "tool_call_id": "c9", "content": "found"})
@@ -69,7 +69,7 @@ def test_the_hook_waits_for_the_end_of_the_turn_unless_asked_for_every_append() 
     assert session.state is None
 
     every = Recorder("EV")
-    other = wf.MemoryStore().session("every")
+    other = wf.Session(wf.MemoryStore(), "every")
     other.after_reply(small_manager(every), when="append")
     other.extend([*BEFORE[:-1], CALL])
     job = other._jobs.get("default")
@@ -78,7 +78,7 @@ def test_the_hook_waits_for_the_end_of_the_turn_unless_asked_for_every_append() 
 
 
 def test_a_reply_ends_the_turn_in_either_message_shape() -> None:
-    from windowfit.session_summaries import ends_turn
+    from windowfit.session.summaries import ends_turn
 
     tool_use = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}
     assert ends_turn([{"role": "assistant", "content": "done"}])
@@ -90,7 +90,7 @@ def test_a_reply_ends_the_turn_in_either_message_shape() -> None:
 
 def test_removing_the_hook_stops_it_and_registering_again_replaces_it() -> None:
     first, second = Recorder("A"), Recorder("B")
-    session = wf.MemoryStore().session("replace")
+    session = wf.Session(wf.MemoryStore(), "replace")
     session.extend(BEFORE)
     session.after_reply(small_manager(first))
     remove = session.after_reply(small_manager(second))  # same consumer: replaces the first
@@ -125,7 +125,7 @@ def test_async_hook_makes_a_task_and_aprepare_never_waits() -> None:
 
 
 def test_the_hook_checks_its_arguments() -> None:
-    session = wf.MemoryStore().session("args")
+    session = wf.Session(wf.MemoryStore(), "args")
     with pytest.raises(wf.WindowfitError) as err:
         session.after_reply(object())
     assert isinstance(err.value, TypeError)

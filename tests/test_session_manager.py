@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from _redis import redis_prefix, redis_server, redis_url
+from windowfit.session import Session
 from windowfit.store import BaseStore, MemoryStore, SQLiteStore
 
 # imported so that pytest finds these fixtures in this module
@@ -23,7 +24,7 @@ TURNS = 120
 
 @pytest.fixture(scope="module")
 def simulated() -> Any:
-    from windowfit.demo import simulate_session
+    from windowfit.cli.showcase import simulate_session
 
     return simulate_session(TURNS, seed=11)
 
@@ -77,7 +78,7 @@ def test_stored_session_matches_in_memory_state(store: BaseStore, simulated: Any
     expected = reference(simulated)
     assert any(p.state.get("summary") for p in expected), "the window never summarized"
     cm = manager()
-    session = store.session("agent-run")
+    session = Session(store, "agent-run")
     written = 0
     versions = []
     for i, (_, history) in enumerate(simulated.prefixes()):
@@ -97,7 +98,7 @@ def test_async_stored_session(store: BaseStore, simulated: Any) -> None:
 
     async def drive() -> list[Any]:
         cm = manager()
-        session = store.session("async-run")
+        session = Session(store, "async-run")
         written, out = 0, []
         for i, (_, history) in enumerate(simulated.prefixes()):
             if i >= len(expected):

@@ -143,19 +143,19 @@ SHAPES: list[dict[str, Any]] = [
 
 
 def test_append_and_read_every_shape(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     for i, msg in enumerate(SHAPES):
         assert s.append(msg) == i
     assert s.messages == SHAPES
     # byte-identical: the JSON of what comes back equals the JSON of what went in
-    again = store.session(s.id).messages
+    again = Session(store, s.id).messages
     assert [json.dumps(m, ensure_ascii=False) for m in again] == [
         json.dumps(m, ensure_ascii=False) for m in SHAPES
     ]
 
 
 def test_missing_session_reads_empty(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     assert s.messages == []
     assert s.state is None and s.state_version == 0
     assert s.info() is None and not s.exists()
@@ -165,7 +165,7 @@ def test_missing_session_reads_empty(store: BaseStore) -> None:
 
 
 def test_extend_is_contiguous_and_returns_first_index(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     assert s.extend([{"role": "user", "content": str(i)} for i in range(3)]) == 0
     assert s.append({"role": "assistant", "content": "3"}) == 3
     assert s.extend(iter([{"role": "user", "content": "4"}, {"role": "user", "content": "5"}])) == 4
@@ -177,7 +177,7 @@ def test_extend_is_contiguous_and_returns_first_index(store: BaseStore) -> None:
 
 def test_an_append_retried_with_its_op_id_is_applied_once(store: BaseStore) -> None:
     """What a caller does after StoreOutcomeUnknownError: the same append, the same op id."""
-    s = store.session(sid())
+    s = Session(store, sid())
     s.append({"role": "user", "content": "first"})
     once = [{"role": "assistant", "content": "once"}, {"role": "user", "content": "twice?"}]
     assert store.append(s.id, once, op_id="op-retry-1") == 1
@@ -199,15 +199,15 @@ def test_an_append_retried_with_its_op_id_is_applied_once(store: BaseStore) -> N
 
 
 def test_extend_of_more_than_lua_unpack_limit(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     msgs = [{"role": "user", "content": f"m{i}"} for i in range(2500)]
     assert s.extend(msgs) == 0
     assert s.messages == msgs
 
 
 def test_incremental_load_sees_other_handles_writes(store: BaseStore) -> None:
-    a = store.session("shared-" + sid())
-    b = store.session(a.id)
+    a = Session(store, "shared-" + sid())
+    b = Session(store, a.id)
     a.append({"role": "user", "content": "1"})
     assert len(b.messages) == 1
     a.append({"role": "assistant", "content": "2"})
@@ -217,7 +217,7 @@ def test_incremental_load_sees_other_handles_writes(store: BaseStore) -> None:
 
 
 def test_messages_returns_a_new_list(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     s.append({"role": "user", "content": "x"})
     got = s.messages
     got.append({"role": "user", "content": "not stored"})
@@ -228,10 +228,10 @@ def test_messages_returns_a_new_list(store: BaseStore) -> None:
 
 
 def test_reused_id_after_delete_is_reloaded(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     s.extend([{"role": "user", "content": "old"}] * 3)
     assert len(s.messages) == 3
-    other = store.session(s.id)
+    other = Session(store, s.id)
     assert other.delete()
     assert not other.delete()
     assert s.messages == []
@@ -241,7 +241,7 @@ def test_reused_id_after_delete_is_reloaded(store: BaseStore) -> None:
 
 
 def test_rejects_non_json_messages(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     with pytest.raises(TypeError, match="JSON"):
         s.append({"role": "user", "content": object()})
     with pytest.raises(TypeError, match="mapping"):
@@ -268,7 +268,7 @@ def test_sdk_message_objects_are_stored_as_plain_dicts(store: BaseStore) -> None
             ],
         }
     )
-    s = store.session(sid())
+    s = Session(store, sid())
     s.append(msg)
     assert s.messages == [
         {
@@ -288,32 +288,32 @@ def test_invalid_session_ids(store: BaseStore) -> None:
         ("a\udc80", ValueError),
     ]:
         with pytest.raises(exc):
-            store.session(bad)  # type: ignore[arg-type]
+            Session(store, bad)  # type: ignore[arg-type]
 
 
 def test_huge_message_round_trip(store: BaseStore) -> None:
     big = "".join(chr(0x20 + (i * 7919) % 0x5F) for i in range(3_000_000)) + "🚀" * 100_000
-    s = store.session(sid())
+    s = Session(store, sid())
     s.append({"role": "tool", "tool_call_id": "c", "content": big})
     s.append({"role": "user", "content": "after"})
-    got = store.session(s.id).messages
+    got = Session(store, s.id).messages
     assert got[0]["content"] == big and got[1]["content"] == "after"
 
 
 def test_lone_surrogates_round_trip(store: BaseStore) -> None:
     # not valid UTF-8: stored with JSON escapes, read back exactly
     msg = {"role": "user", "content": "broken \ud800 pair \udfff end"}
-    s = store.session(sid())
+    s = Session(store, sid())
     s.append(msg)
-    assert store.session(s.id).messages == [msg]
+    assert Session(store, s.id).messages == [msg]
 
 
 # --------------------------------------------------------------------------- state
 
 
 def test_state_versions_and_conflicts(store: BaseStore) -> None:
-    a = store.session(sid())
-    b = store.session(a.id)
+    a = Session(store, sid())
+    b = Session(store, a.id)
     assert a.state is None
     assert a.save_state({"summary": "one", "upto": 3}) == 1
     assert b.state == {"summary": "one", "upto": 3}
@@ -331,16 +331,16 @@ def test_state_versions_and_conflicts(store: BaseStore) -> None:
 
 
 def test_blind_state_write_over_existing_state_conflicts(store: BaseStore) -> None:
-    a = store.session(sid())
+    a = Session(store, sid())
     a.save_state({"v": 1})
-    fresh = store.session(a.id)
+    fresh = Session(store, a.id)
     with pytest.raises(ConflictError):
         fresh.save_state({"v": "blind"})
     assert fresh.state == {"v": 1}
 
 
 def test_state_must_be_json_object(store: BaseStore) -> None:
-    s = store.session(sid())
+    s = Session(store, sid())
     with pytest.raises(TypeError):
         s.save_state(["not", "a", "dict"])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -349,7 +349,7 @@ def test_state_must_be_json_object(store: BaseStore) -> None:
 
 
 def test_concurrent_state_saves_one_winner_per_version(store: BaseStore) -> None:
-    s0 = store.session(sid())
+    s0 = Session(store, sid())
     s0.save_state({"n": 0})
     wins: list[int] = []
     conflicts: list[int] = []
@@ -357,7 +357,7 @@ def test_concurrent_state_saves_one_winner_per_version(store: BaseStore) -> None
 
     def worker(k: int) -> None:
         for _ in range(20):
-            h = store.session(s0.id)
+            h = Session(store, s0.id)
             state, version = h.load_state()
             try:
                 h.save_state({"n": state["n"] + 1, "by": k}, version)
@@ -382,13 +382,13 @@ def test_concurrent_state_saves_one_winner_per_version(store: BaseStore) -> None
 
 
 def test_child_sessions_are_isolated_and_listed(store: BaseStore) -> None:
-    parent = store.session(sid())
+    parent = Session(store, sid())
     parent.append({"role": "user", "content": "convert the pdf"})
     a = parent.child("read the pdf skill and convert", system="You are a sub-agent.")
     b = parent.child("second task", meta={"budget": 2000})
     assert a.id.startswith("subagent-") and len(a.id) == len("subagent-") + 8
     assert a.id != b.id
-    assert a.parent_id == parent.id and store.session(a.id).parent_id == parent.id
+    assert a.parent_id == parent.id and Session(store, a.id).parent_id == parent.id
     assert parent.parent_id is None
     assert a.messages == [
         {"role": "system", "content": "You are a sub-agent."},
@@ -408,7 +408,7 @@ def test_child_sessions_are_isolated_and_listed(store: BaseStore) -> None:
 
 
 def test_finish_hands_one_message_to_the_parent(store: BaseStore) -> None:
-    parent = store.session(sid())
+    parent = Session(store, sid())
     parent.append({"role": "user", "content": "do it"})
     call = {
         "id": "call_sub",
@@ -435,7 +435,7 @@ def test_finish_hands_one_message_to_the_parent(store: BaseStore) -> None:
 
 
 def test_finish_without_tool_call_and_with_values(store: BaseStore) -> None:
-    parent = store.session(sid())
+    parent = Session(store, sid())
     c1 = parent.child("t1")
     assert c1.finish({"ok": True, "files": ["a.png"]}) == {
         "role": "assistant",
@@ -507,7 +507,7 @@ def test_protocol_errors_read_alike_in_every_store(store: BaseStore) -> None:
 
 
 def test_child_with_explicit_id(store: BaseStore) -> None:
-    parent = store.session(sid())
+    parent = Session(store, sid())
     c = parent.child("task", child_id="custom-child")
     assert c.id == "custom-child"
     with pytest.raises(ValueError, match="exists"):
@@ -517,7 +517,7 @@ def test_child_with_explicit_id(store: BaseStore) -> None:
 
 
 def test_nested_children(store: BaseStore) -> None:
-    root = store.session(sid())
+    root = Session(store, sid())
     c = root.child("level 1")
     g = c.child("level 2")
     g.finish("deep result")
@@ -534,7 +534,7 @@ def test_nested_children(store: BaseStore) -> None:
 def test_list_sessions_most_recent_first(store: BaseStore) -> None:
     ids = [sid() for _ in range(3)]
     for i in ids:
-        store.session(i).append({"role": "user", "content": i})
+        Session(store, i).append({"role": "user", "content": i})
         time.sleep(0.01)
     listed = [i.id for i in store.list_sessions(limit=None)]
     assert listed[:3] == ids[::-1]
@@ -543,7 +543,7 @@ def test_list_sessions_most_recent_first(store: BaseStore) -> None:
 
 
 def test_cleanup_removes_idle_sessions(store: BaseStore) -> None:
-    old, new = store.session(sid()), store.session(sid())
+    old, new = Session(store, sid()), Session(store, sid())
     old.append({"role": "user", "content": "old"})
     time.sleep(1.1)
     new.append({"role": "user", "content": "new"})
@@ -555,7 +555,7 @@ def test_cleanup_removes_idle_sessions(store: BaseStore) -> None:
 
 
 def test_delete_child_unlists_it(store: BaseStore) -> None:
-    parent = store.session(sid())
+    parent = Session(store, sid())
     a, b = parent.child("a"), parent.child("b")
     assert a.delete()
     assert [c.id for c in parent.children()] == [b.id]
@@ -566,7 +566,7 @@ def test_delete_child_unlists_it(store: BaseStore) -> None:
 
 def test_async_twins(store: BaseStore) -> None:
     async def main() -> None:
-        s = store.session(sid())
+        s = Session(store, sid())
         assert await s.aappend({"role": "user", "content": "a"}) == 0
         assert (
             await s.aextend(
@@ -619,9 +619,9 @@ messages = st.fixed_dictionaries(
 @given(batch=st.lists(messages, min_size=1, max_size=5))
 def test_property_round_trip(store: BaseStore, batch: list[dict[str, Any]]) -> None:
     # any JSON at all: through the store itself (Session.extend applies the message rules)
-    s = store.session(sid())
+    s = Session(store, sid())
     store.append(s.id, batch)
-    got = store.session(s.id).messages
+    got = Session(store, s.id).messages
     assert got == batch
     assert json.dumps(got, ensure_ascii=False) == json.dumps(batch, ensure_ascii=False)
 
@@ -632,10 +632,10 @@ def test_property_round_trip(store: BaseStore, batch: list[dict[str, Any]]) -> N
 @given(ident=st.text(min_size=1, max_size=120))
 def test_property_odd_session_ids(store: BaseStore, ident: str) -> None:
     ident = ident + "-" + uuid.uuid4().hex[:6]  # unique per example, odd characters kept
-    s = store.session(ident)
+    s = Session(store, ident)
     s.append({"role": "user", "content": ident})
     s.save_state({"id": ident})
-    twin = store.session(ident)
+    twin = Session(store, ident)
     assert twin.messages == [{"role": "user", "content": ident}]
     assert twin.state == {"id": ident}
     info = store.info(ident)
@@ -679,16 +679,16 @@ def test_open_store(tmp_path: Any) -> None:
     assert isinstance(s, SQLiteStore)
     s.close()
     with pytest.raises(StoreError, match="closed") as err:
-        s.session("a").append({"role": "user", "content": "x"})
+        Session(s, "a").append({"role": "user", "content": "x"})
     assert not isinstance(err.value, StoreCorruptError)
 
 
 def test_session_handles_compare_by_store_and_id() -> None:
     m = MemoryStore()
-    assert m.session("a") == m.session("a") and m.session("a") != m.session("b")
-    assert m.session("a") != MemoryStore().session("a")
-    assert len({m.session("a"), m.session("a")}) == 1
-    assert isinstance(m.session("a"), Session) and "a" in repr(m.session("a"))
+    assert Session(m, "a") == Session(m, "a") and Session(m, "a") != Session(m, "b")
+    assert Session(m, "a") != Session(MemoryStore(), "a")
+    assert len({Session(m, "a"), Session(m, "a")}) == 1
+    assert isinstance(Session(m, "a"), Session) and "a" in repr(Session(m, "a"))
 
 
 def test_deeply_nested_payload_is_a_clear_type_error(store: BaseStore) -> None:
@@ -702,7 +702,7 @@ def test_deeply_nested_payload_is_a_clear_type_error(store: BaseStore) -> None:
     for _ in range(50_000):
         node["x"] = {}
         node = node["x"]
-    s = store.session(sid())
+    s = Session(store, sid())
     for write in (
         lambda: s.append({"role": "user", "content": "x", "extra": deep}),
         lambda: s.save_state({"summary": deep}),
@@ -721,30 +721,10 @@ def test_store_errors_are_windowfit_errors() -> None:
         assert issubclass(cls, WindowfitError) and issubclass(cls, RuntimeError)
 
 
-def _runtime_imports(tree: Any) -> list[str]:
-    """Modules a file imports when it runs: the body of ``if TYPE_CHECKING:`` is skipped
-    (annotations only, never executed)."""
-    import ast
-
-    names: list[str] = []
-    stack = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            stack.extend(node.orelse)
-            continue
-        if isinstance(node, ast.Import):
-            names.extend(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            names.append(node.module or "")
-        stack.extend(ast.iter_child_nodes(node))
-    return names
-
-
 def test_the_store_package_never_imports_the_session_module() -> None:
     """Regression: store/base.py imported windowfit.session, which imports store/base.py (an
-    import cycle). Session now registers itself as the stores' handle factory; the store
-    names it for type checkers only."""
+    import cycle). Sessions are made from a store (``Session(store, id)``); the store does not
+    know them, not even for type checkers."""
     import ast
     from pathlib import Path
 
@@ -752,20 +732,26 @@ def test_the_store_package_never_imports_the_session_module() -> None:
 
     package = Path(windowfit.store.__file__).parent
     for path in sorted(package.glob("*.py")):
-        names = _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [
+            n.module or "" if isinstance(n, ast.ImportFrom) else a.name
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+            for a in n.names
+        ]
         assert not any(n.startswith("windowfit.session") for n in names), (
             f"{path.name} imports a session module"
         )
-    assert type(MemoryStore().session("x")) is Session
+    assert type(Session(MemoryStore(), "x")) is Session
 
 
 @pytest.mark.parametrize(
     "first",
     [
         "windowfit.session",
-        "windowfit.session_state",
-        "windowfit.session_summaries",
-        "windowfit.session_children",
+        "windowfit.session.state",
+        "windowfit.session.summaries",
+        "windowfit.session.children",
         "windowfit.store.base",
         "windowfit.store.sqlite",
         "windowfit.usage",
@@ -773,14 +759,14 @@ def test_the_store_package_never_imports_the_session_module() -> None:
 )
 def test_any_import_order_gives_typed_working_session_handles(first: str) -> None:
     """Each of these modules imported first, in a fresh interpreter: no import cycle, and
-    ``store.session()`` returns a ``windowfit.Session``."""
+    ``Session(store, id)`` returns a working ``windowfit.Session``."""
     import subprocess
     import sys
 
     code = (
         f"import importlib; importlib.import_module({first!r}); "
         "from windowfit.store.memory import MemoryStore; from windowfit.session import Session; "
-        "s = MemoryStore().session('x'); assert type(s) is Session, type(s); "
+        "s = Session(MemoryStore(), 'x'); assert type(s) is Session, type(s); "
         "s.append({'role': 'user', 'content': 'hi'}); assert s.messages[0]['content'] == 'hi'"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -788,17 +774,17 @@ def test_any_import_order_gives_typed_working_session_handles(first: str) -> Non
 
 
 def test_store_session_is_typed_for_type_checkers(tmp_path: Any) -> None:
-    """mypy sees ``store.session(...)`` as ``windowfit.session.Session`` (not ``Any``), so a
+    """mypy sees ``wf.Session(store, ...)`` as a ``Session`` (not ``Any``), so a
     misspelt method is an error users get before running."""
     api = pytest.importorskip("mypy.api")
     user = tmp_path / "user.py"
     user.write_text(
         "import windowfit as wf\n"
-        "s = wf.SQLiteStore(':memory:').session('x')\n"
+        "s = wf.Session(wf.SQLiteStore(':memory:'), 'x')\n"
         "reveal_type(s)\n"
         "s.apend({'role': 'user', 'content': 'hi'})\n",
         encoding="utf-8",
     )
     out, err, _ = api.run([str(user)])
-    assert 'Revealed type is "windowfit.session.Session"' in out, out + err
+    assert 'Revealed type is "windowfit.session.session.Session"' in out, out + err
     assert '"Session" has no attribute "apend"' in out, out + err

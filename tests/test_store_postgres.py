@@ -20,6 +20,7 @@ from _store_reliability import (
 psycopg = pytest.importorskip("psycopg")
 
 from windowfit.errors import WindowfitError  # noqa: E402
+from windowfit.session import Session
 from windowfit.store import StoreCorruptError, StoreError  # noqa: E402
 from windowfit.store.base import UNREADABLE, is_unreadable  # noqa: E402
 from windowfit.store.postgres import PostgresStore  # noqa: E402
@@ -78,7 +79,7 @@ def test_killed_connections_mid_run_lose_and_duplicate_nothing(
     """Writers keep appending while every backend is terminated again and again: each append
     either lands exactly once (a retry after a lost commit finds its operation id) or raises a
     StoreError; the history holds each writer's successful appends once, in order."""
-    session = store.session(f"kill-{uuid.uuid4().hex[:8]}")
+    session = Session(store, f"kill-{uuid.uuid4().hex[:8]}")
     done: dict[int, list[int]] = {0: [], 1: [], 2: []}
     errors: list[BaseException] = []
     stop = threading.Event()

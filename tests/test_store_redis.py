@@ -18,6 +18,7 @@ from _store_reliability import (
     check_sigkill_mid_appends,
 )
 from redis.crc import key_slot
+from windowfit.session import Session
 from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreError
 from windowfit.store.base import encode_message
 
@@ -62,7 +63,7 @@ def test_sigkill_mid_appends(redis_url: str, redis_prefix: str, r: redis.Redis) 
 
 
 def test_key_layout(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
-    s = store.session("layout")
+    s = Session(store, "layout")
     s.append({"role": "user", "content": "x"})
     c = s.child("t")
     assert r.type(store._k("m", "layout")) == b"list"
@@ -81,8 +82,8 @@ def test_key_layout(store: RedisStore, r: redis.Redis, redis_prefix: str) -> Non
 def test_prefixes_isolate_stores(redis_url: str) -> None:
     a = RedisStore(redis_url, prefix=f"a-{uuid.uuid4().hex[:6]}")
     b = RedisStore(redis_url, prefix=f"b-{uuid.uuid4().hex[:6]}")
-    a.session("same").append({"role": "user", "content": "a"})
-    assert b.session("same").messages == []
+    Session(a, "same").append({"role": "user", "content": "a"})
+    assert Session(b, "same").messages == []
     a.close()
     b.close()
 
@@ -92,10 +93,10 @@ def test_prefix_and_id_never_share_keys(redis_url: str, redis_prefix: str) -> No
     keys ("P:m:m:x"...), so one store read and overwrote the other's history."""
     a = RedisStore(redis_url, prefix=redis_prefix)
     b = RedisStore(redis_url, prefix=f"{redis_prefix}:m")
-    a.session("m:x").append({"role": "user", "content": "from a"})
-    b.session("x").append({"role": "user", "content": "from b"})
-    assert [m["content"] for m in a.session("m:x").messages] == ["from a"]
-    assert [m["content"] for m in b.session("x").messages] == ["from b"]
+    Session(a, "m:x").append({"role": "user", "content": "from a"})
+    Session(b, "x").append({"role": "user", "content": "from b"})
+    assert [m["content"] for m in Session(a, "m:x").messages] == ["from a"]
+    assert [m["content"] for m in Session(b, "x").messages] == ["from b"]
     assert {k for kind in "mhc" for k in (a._k(kind, "m:x"),)}.isdisjoint(
         {b._k(kind, "x") for kind in "mhc"}
     )
@@ -127,7 +128,7 @@ def test_sessions_of_the_previous_key_layout_are_moved(
     r.hset(f"{p}:u:d:2026-01-01", mapping={"prompt_tokens:m1": 10, "calls:m1": 1, "cost:m1": 0.5})
     r.hset(f"{p}:u:s:legacy", mapping={"prompt_tokens:2026-01-01:m1": 10, "calls:2026-01-01:m1": 1})
     store = RedisStore(redis_url, prefix=p)
-    s = store.session("legacy")
+    s = Session(store, "legacy")
     assert [m["content"] for m in s.messages] == ["old 1", "old 2"]
     assert s.load_state() == ({"summary": "kept"}, 3)
     assert [c.id for c in s.children()] == ["subagent-1"]
@@ -146,7 +147,7 @@ def test_sessions_of_the_previous_key_layout_are_moved(
 
 def test_retried_commands_are_not_applied_twice(store: RedisStore, r: redis.Redis) -> None:
     # what redis-py does after a lost reply: the same script call again, same operation id
-    s = store.session("retry")
+    s = Session(store, "retry")
     s.append({"role": "user", "content": "first"})
     op = store._op_append("retry", [{"role": "user", "content": "once"}])
     request = next(op)
@@ -165,7 +166,7 @@ def test_retried_commands_are_not_applied_twice(store: RedisStore, r: redis.Redi
 def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis) -> None:
     # the TTL is set on every key a session writes (an hour: no test is that slow) ...
     hour = RedisStore(redis_url, prefix=f"{redis_prefix}-hour", ttl=3600)
-    s = hour.session("kept")
+    s = Session(hour, "kept")
     s.append({"role": "user", "content": "x"})
     c = s.child("t")
     assert 3000 < r.ttl(hour._k("m", "kept")) <= 3600
@@ -173,7 +174,7 @@ def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis)
     hour.close()
     # ... and the server really drops a session when it runs out
     store = RedisStore(redis_url, prefix=redis_prefix, ttl=1)
-    s = store.session("brief")
+    s = Session(store, "brief")
     s.append({"role": "user", "content": "x"})
     c = s.child("t")
     # a guard against a hang only: the server expires the keys after 1 s
@@ -189,22 +190,22 @@ def test_ttl_expires_sessions(redis_url: str, redis_prefix: str, r: redis.Redis)
 
 def test_async_across_event_loops(store: RedisStore) -> None:
     async def write(tag: str) -> None:
-        s = store.session("loops")
+        s = Session(store, "loops")
         await asyncio.gather(
             *(s.aappend({"role": "user", "content": f"{tag}{i}"}) for i in range(20))
         )
 
     asyncio.run(write("a"))
     asyncio.run(write("b"))
-    got = [m["content"] for m in store.session("loops").messages]
+    got = [m["content"] for m in Session(store, "loops").messages]
     assert sorted(got) == sorted([f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)])
 
 
 def test_async_state_conflict(store: RedisStore) -> None:
     async def main() -> None:
-        s = store.session("astate")
+        s = Session(store, "astate")
         await s.asave_state({"v": 1})
-        other = store.session("astate")
+        other = Session(store, "astate")
         with pytest.raises(ConflictError):
             await other.asave_state({"v": 2})
         await store.aclose()
@@ -217,8 +218,8 @@ def test_given_clients(redis_url: str, redis_prefix: str) -> None:
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     store = RedisStore(client=client, prefix=redis_prefix)
-    store.session("given").append({"role": "user", "content": "ü"})
-    assert store.session("given").messages == [{"role": "user", "content": "ü"}]
+    Session(store, "given").append({"role": "user", "content": "ü"})
+    assert Session(store, "given").messages == [{"role": "user", "content": "ü"}]
     assert store.info("given").length == 1  # type: ignore[union-attr]
     store.close()
     assert client.ping()  # a client we were given is not closed by us
@@ -226,7 +227,7 @@ def test_given_clients(redis_url: str, redis_prefix: str) -> None:
     async def main() -> None:
         aclient = redis.asyncio.Redis.from_url(redis_url)
         astore = RedisStore(client=client, async_client=aclient, prefix=redis_prefix)
-        assert len(await astore.session("given").aload()) == 1
+        assert len(await Session(astore, "given").aload()) == 1
         await aclient.aclose()
 
     asyncio.run(main())
@@ -241,7 +242,7 @@ def test_bad_url_is_a_store_error() -> None:
 def test_unreachable_server_is_a_store_error() -> None:
     store = RedisStore("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
     with pytest.raises(StoreError, match="Redis error"):
-        store.session("x").append({"role": "user", "content": "x"})
+        Session(store, "x").append({"role": "user", "content": "x"})
     with pytest.raises(StoreError):
         store.ping()
 
@@ -261,13 +262,13 @@ def test_wrong_type_message_key(
     else:
         r.sadd(key, "x")
     with pytest.raises(StoreCorruptError) as err:
-        _ = store.session("odd").messages
+        _ = Session(store, "odd").messages
     assert err.value.session_id == "odd" and "'odd'" in str(err.value)
     with pytest.raises(StoreCorruptError, match="'odd'"):
-        store.session("odd").append({"role": "user", "content": "x"})
+        Session(store, "odd").append({"role": "user", "content": "x"})
     # the failed append wrote nothing (checks run before any write)
     assert not r.exists(store._k("h", "odd"))
-    assert store.session("fine").append({"role": "user", "content": "ok"}) == 0
+    assert Session(store, "fine").append({"role": "user", "content": "ok"}) == 0
 
 
 def test_wrong_type_meta_key(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
@@ -280,18 +281,18 @@ def test_wrong_type_meta_key(store: RedisStore, r: redis.Redis, redis_prefix: st
         lambda s: s.child("t"),
     ):
         with pytest.raises(StoreCorruptError, match="'meta-odd'"):
-            action(store.session("meta-odd"))
+            action(Session(store, "meta-odd"))
 
 
 @pytest.mark.parametrize("junk", [b"\xff\xfe\xfd", b"{not json", b"[1]"])
 def test_garbage_list_elements_are_skipped_and_reported(
     store: RedisStore, r: redis.Redis, redis_prefix: str, junk: bytes
 ) -> None:
-    s = store.session("junk")
+    s = Session(store, "junk")
     s.append({"role": "user", "content": "good"})
     r.rpush(store._k("m", "junk"), junk)
     r.rpush(store._k("m", "junk"), b'{"role": "assistant", "content": "after"}')
-    handle = store.session("junk")
+    handle = Session(store, "junk")
     assert [m.get("content") for m in handle.messages] == ["good", None, "after"]
     [(index, why)] = handle.unreadable
     assert index == 1 and "'junk'" in why and "message 1" in why
@@ -299,15 +300,15 @@ def test_garbage_list_elements_are_skipped_and_reported(
 
 def test_a_record_of_a_newer_format_is_an_error(store: RedisStore, r: redis.Redis) -> None:
     """Not damage: this windowfit cannot read the session's newer records, so it says so."""
-    store.session("newer").append({"role": "user", "content": "good"})
+    Session(store, "newer").append({"role": "user", "content": "good"})
     r.rpush(store._k("m", "newer"), b'{"_wf": 3, "m": {}}')
     with pytest.raises(StoreCorruptError, match="newer windowfit") as err:
-        _ = store.session("newer").messages
+        _ = Session(store, "newer").messages
     assert err.value.session_id == "newer" and "message 1" in str(err.value)
 
 
 def test_corrupt_meta_fields(store: RedisStore, r: redis.Redis, redis_prefix: str) -> None:
-    s = store.session("fields")
+    s = Session(store, "fields")
     s.save_state({"ok": True})
     r.hset(store._k("h", "fields"), "state_version", "many")
     with pytest.raises(StoreCorruptError, match="state_version"):
@@ -326,19 +327,19 @@ def test_bare_messages_written_by_other_tools_load(
     store: RedisStore, r: redis.Redis, redis_prefix: str
 ) -> None:
     r.rpush(store._k("m", "bare"), b'{"role": "user", "content": "pushed by hand"}')
-    assert store.session("bare").messages == [{"role": "user", "content": "pushed by hand"}]
-    assert store.session("bare").append({"role": "assistant", "content": "ok"}) == 1
+    assert Session(store, "bare").messages == [{"role": "user", "content": "pushed by hand"}]
+    assert Session(store, "bare").append({"role": "assistant", "content": "ok"}) == 1
 
 
 def test_finish_races_only_one_wins(store: RedisStore) -> None:
-    parent = store.session("race")
+    parent = Session(store, "race")
     child = parent.child("t")
     results: list[Any] = []
 
     async def main() -> None:
         async def attempt(k: int) -> None:
             try:
-                results.append(await store.session(child.id).afinish(f"r{k}"))
+                results.append(await Session(store, child.id).afinish(f"r{k}"))
             except ConflictError as exc:
                 results.append(exc)
 
@@ -368,8 +369,8 @@ def test_cluster_url_and_cluster_client(redis_cluster: RedisClusterServers) -> N
     nodes = {client.get_node_from_key(by_url._k("m", sid)).name for sid in ids}
     assert len(nodes) == 3
     for sid in ids:
-        by_url.session(sid).append({"role": "user", "content": sid})
-    parent = by_client.session("s0")
+        Session(by_url, sid).append({"role": "user", "content": sid})
+    parent = Session(by_client, "s0")
     child = parent.child("look it up", child_id="far-away")
     assert by_url._tag("s0") != by_url._tag("far-away")
     child.append({"role": "assistant", "content": "found it"})
@@ -393,7 +394,7 @@ def test_half_finished_sub_agent_is_completed_not_duplicated(store: RedisStore) 
     """A finish cut short between its two steps (the parent got the answer, the child was not
     marked): the next finish completes the mark and raises ConflictError; the parent keeps
     exactly one answer."""
-    parent = store.session("half")
+    parent = Session(store, "half")
     child = parent.child("t", child_id="half-child")
     op = store._op_finish_child("half-child", "first", {"role": "assistant", "content": "first"})
     request = next(op)  # read the child
@@ -421,7 +422,7 @@ def test_server_restart_mid_run_loses_and_duplicates_nothing() -> None:
     server = start_redis_server("--appendonly", "yes", "--appendfsync", "always")
     try:
         store = RedisStore(server.url, prefix="restart", socket_timeout=5)
-        session = store.session("busy")
+        session = Session(store, "busy")
         done: dict[int, list[int]] = {0: [], 1: [], 2: []}
         failed: list[StoreError] = []
         halfway = threading.Event()
@@ -473,7 +474,7 @@ def test_a_write_lost_after_it_ran_is_an_unknown_outcome_retried_once(
     from windowfit.store import redis as redis_module
 
     monkeypatch.setattr(redis_module, "_BACKOFF", 0.0)
-    s = store.session("lost-reply")
+    s = Session(store, "lost-reply")
     s.append({"role": "user", "content": "first"})
     real = store._execute
     ran: list[Any] = []
@@ -491,7 +492,7 @@ def test_a_write_lost_after_it_ran_is_an_unknown_outcome_retried_once(
     assert err.op_id in str(err)
     monkeypatch.setattr(store, "_execute", real)
     assert s.append({"role": "assistant", "content": "maybe"}, op_id=err.op_id) == ran[0] == 1
-    assert [m["content"] for m in store.session("lost-reply").messages] == ["first", "maybe"]
+    assert [m["content"] for m in Session(store, "lost-reply").messages] == ["first", "maybe"]
     # a read that loses its connection is not an unknown outcome: a plain StoreError
     monkeypatch.setattr(store, "_execute", applied_then_lost)
     with pytest.raises(StoreError) as read_error:
@@ -523,11 +524,11 @@ def test_reads_work_at_maxmemory_with_noeviction() -> None:
     server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
     try:
         store = RedisStore(server.url, prefix="full")
-        store.session("kept").extend([{"role": "user", "content": "hello"}])
-        store.session("kept").save_state({"summary": "s"})
+        Session(store, "kept").extend([{"role": "user", "content": "hello"}])
+        Session(store, "kept").save_state({"summary": "s"})
         written = fill_until_full(store, "bulk")
         assert len(written) > 10
-        s = store.session("kept")
+        s = Session(store, "kept")
         assert s.messages == [{"role": "user", "content": "hello"}]
         assert s.state == {"summary": "s"} and s.info() is not None
         assert store.read(written[-1])[1][0]["content"].startswith(written[-1].split("-")[1])
@@ -543,7 +544,7 @@ def test_evicted_keys_are_reported_never_an_empty_history(
 ) -> None:
     """What an evicting policy does to a session, key by key: a shortened or vanished history
     is a StoreCorruptError naming it, never a silently empty one."""
-    s = store.session("evicted")
+    s = Session(store, "evicted")
     s.extend([{"role": "user", "content": f"m{i}"} for i in range(3)])
     r.rpop(store._k("m", "evicted"))  # the list lost its tail
     with pytest.raises(StoreCorruptError, match="1 of 3 messages are missing") as info:
@@ -556,14 +557,14 @@ def test_evicted_keys_are_reported_never_an_empty_history(
     with pytest.raises(StoreCorruptError, match="record is gone"):
         store.read("evicted")
     # a deleted session, and one never written, read as absent
-    store.session("gone").append({"role": "user", "content": "x"})
+    Session(store, "gone").append({"role": "user", "content": "x"})
     assert store.delete("gone") and store.read("gone") == (None, [])
     assert store.read("never-written") == (None, [])
 
 
 def test_an_expired_session_reads_empty(redis_url: str, redis_prefix: str) -> None:
     store = RedisStore(redis_url, prefix=redis_prefix, ttl=1)
-    store.session("short").append({"role": "user", "content": "x"})
+    Session(store, "short").append({"role": "user", "content": "x"})
     deadline = time.monotonic() + 10
     while store.info("short") is not None:
         assert time.monotonic() < deadline

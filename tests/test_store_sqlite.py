@@ -16,6 +16,7 @@ from _store_reliability import (
     check_concurrent_state,
     check_sigkill_mid_appends,
 )
+from windowfit.session import Session
 from windowfit.store import SQLiteStore, StoreCorruptError, StoreError
 
 
@@ -47,7 +48,7 @@ def test_shares_a_file_with_other_tables(tmp_path: Path) -> None:
         c.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
         c.execute("INSERT INTO users (name) VALUES ('ann')")
     store = SQLiteStore(db)
-    store.session("a").append({"role": "user", "content": "x"})
+    Session(store, "a").append({"role": "user", "content": "x"})
     store.close()
     with raw(db) as c:
         assert c.execute("SELECT name FROM users").fetchall() == [("ann",)]
@@ -75,7 +76,7 @@ def test_sigkill_mid_appends(tmp_path: Path, synchronous: str) -> None:
 
 def test_threads_share_one_store(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "t.db")
-    s = store.session("threads")
+    s = Session(store, "threads")
 
     def work(k: int) -> None:
         for i in range(50):
@@ -86,7 +87,7 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
         t.start()
     for t in threads:
         t.join()
-    got = [m["content"] for m in store.session("threads").messages]
+    got = [m["content"] for m in Session(store, "threads").messages]
     assert len(got) == 200 and len(set(got)) == 200
     for k in range(4):
         assert [c for c in got if c.startswith(f"{k}-")] == [f"{k}-{i}" for i in range(50)]
@@ -99,19 +100,19 @@ def test_short_lived_threads_do_not_leak_connections(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "leak.db")
     for i in range(40):
         t = threading.Thread(
-            target=store.session("x").append, args=({"role": "user", "content": str(i)},)
+            target=Session(store, "x").append, args=({"role": "user", "content": str(i)},)
         )
         t.start()
         t.join()
     gc.collect()
     assert len(store._conns) <= 2  # the main thread's, maybe one not yet collected
-    assert len(store.session("x").messages) == 40
+    assert len(Session(store, "x").messages) == 40
     store.close()
 
 
 def test_memory_database_is_shared_by_threads() -> None:
     store = SQLiteStore(":memory:")
-    s = store.session("m")
+    s = Session(store, "m")
     t = threading.Thread(target=lambda: s.append({"role": "user", "content": "from a thread"}))
     t.start()
     t.join()
@@ -120,18 +121,18 @@ def test_memory_database_is_shared_by_threads() -> None:
 
 
 def _forked_append(store: SQLiteStore) -> None:
-    store.session("forked").append({"role": "user", "content": "child"})
+    Session(store, "forked").append({"role": "user", "content": "child"})
 
 
 def test_store_used_after_fork(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "f.db")
-    store.session("forked").append({"role": "user", "content": "parent"})
+    Session(store, "forked").append({"role": "user", "content": "parent"})
     proc = multiprocessing.get_context("fork").Process(target=_forked_append, args=(store,))
     proc.start()
     proc.join(timeout=60)
     assert proc.exitcode == 0
-    store.session("forked").append({"role": "user", "content": "parent again"})
-    assert [m["content"] for m in store.session("forked").messages] == [
+    Session(store, "forked").append({"role": "user", "content": "parent again"})
+    assert [m["content"] for m in Session(store, "forked").messages] == [
         "parent",
         "child",
         "parent again",
@@ -146,28 +147,28 @@ def test_waits_for_a_lock_then_errors_clearly(tmp_path: Path) -> None:
     try:
         t0 = time.monotonic()
         with pytest.raises(StoreError, match="locked"):
-            store.session("x").append({"role": "user", "content": "x"})
+            Session(store, "x").append({"role": "user", "content": "x"})
         assert time.monotonic() - t0 >= 0.15
         # readers are not blocked by a writer in WAL mode
-        assert store.session("x").messages == []
+        assert Session(store, "x").messages == []
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    store.session("x").append({"role": "user", "content": "now"})
-    assert store.session("x").messages == [{"role": "user", "content": "now"}]
+    Session(store, "x").append({"role": "user", "content": "now"})
+    assert Session(store, "x").messages == [{"role": "user", "content": "now"}]
 
 
 def test_ttl_cleanup_runs_on_open(tmp_path: Path) -> None:
     db = tmp_path / "ttl.db"
     store = SQLiteStore(db)
-    store.session("old").append({"role": "user", "content": "x"})
-    store.session("new").append({"role": "user", "content": "y"})
+    Session(store, "old").append({"role": "user", "content": "x"})
+    Session(store, "new").append({"role": "user", "content": "y"})
     store.close()
     with raw(db) as c:
         c.execute("UPDATE windowfit_sessions SET updated_at = updated_at - 7200 WHERE id = 'old'")
     store = SQLiteStore(db, ttl=3600)
-    assert store.info("old") is None and store.session("old").messages == []
-    assert store.session("new").messages == [{"role": "user", "content": "y"}]
+    assert store.info("old") is None and Session(store, "old").messages == []
+    assert Session(store, "new").messages == [{"role": "user", "content": "y"}]
     with raw(db) as c:
         assert c.execute(
             "SELECT COUNT(*) FROM windowfit_messages WHERE session_id='old'"
@@ -225,16 +226,16 @@ def test_corrupt_message_is_skipped_and_reported(
     stand-in, is logged, listed in ``Session.unreadable`` and never sent."""
     db = tmp_path / "c.db"
     store = SQLiteStore(db)
-    store.session("victim").extend(
+    Session(store, "victim").extend(
         [{"role": "user" if i % 2 == 0 else "assistant", "content": f"ok {i}"} for i in range(3)]
     )
-    store.session("healthy").append({"role": "user", "content": "fine"})
+    Session(store, "healthy").append({"role": "user", "content": "fine"})
     with raw(db) as c:
         c.execute(
             "UPDATE windowfit_messages SET data = ? WHERE session_id = 'victim' AND seq = 1",
             (data,),
         )
-    victim = store.session("victim")
+    victim = Session(store, "victim")
     with caplog.at_level(logging.WARNING, logger="windowfit.store.base"):
         messages = victim.messages
     assert [m.get("content") for m in messages] == ["ok 0", None, "ok 2"]
@@ -247,8 +248,8 @@ def test_corrupt_message_is_skipped_and_reported(
     assert [m["content"] for m in p.messages] == ["ok 0", "ok 2"]
     assert p.stats["invalid_skipped"] == [1] and p.stats["unreadable_skipped"] == [1]
     # other sessions, and appends to the damaged one, still work
-    assert store.session("healthy").messages == [{"role": "user", "content": "fine"}]
-    assert store.session("victim").append({"role": "user", "content": "more"}) == 3
+    assert Session(store, "healthy").messages == [{"role": "user", "content": "fine"}]
+    assert Session(store, "victim").append({"role": "user", "content": "more"}) == 3
 
 
 class KeepAll:
@@ -265,37 +266,37 @@ class KeepAll:
 def test_a_record_of_a_newer_format_is_an_error(tmp_path: Path) -> None:
     db = tmp_path / "n.db"
     store = SQLiteStore(db)
-    store.session("newer").extend([{"role": "user", "content": "ok"}] * 2)
+    Session(store, "newer").extend([{"role": "user", "content": "ok"}] * 2)
     with raw(db) as c:
         c.execute(
             "UPDATE windowfit_messages SET data = ? WHERE session_id = 'newer' AND seq = 1",
             ('{"_wf": 42, "m": {}}',),
         )
     with pytest.raises(StoreCorruptError, match="newer windowfit") as err:
-        _ = store.session("newer").messages
+        _ = Session(store, "newer").messages
     assert err.value.session_id == "newer" and "message 1" in str(err.value)
 
 
 def test_missing_message_row_is_detected(tmp_path: Path) -> None:
     db = tmp_path / "gap.db"
     store = SQLiteStore(db)
-    store.session("gap").extend([{"role": "user", "content": str(i)} for i in range(4)])
+    Session(store, "gap").extend([{"role": "user", "content": str(i)} for i in range(4)])
     with raw(db) as c:
         c.execute("DELETE FROM windowfit_messages WHERE session_id = 'gap' AND seq = 2")
     with pytest.raises(StoreCorruptError, match="message 2 is missing"):
-        _ = store.session("gap").messages
+        _ = Session(store, "gap").messages
 
 
 def test_corrupt_state_and_metadata(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     store = SQLiteStore(db)
-    store.session("st").save_state({"ok": 1})
-    store.session("meta").child("t", child_id="kid", meta={"a": 1})
+    Session(store, "st").save_state({"ok": 1})
+    Session(store, "meta").child("t", child_id="kid", meta={"a": 1})
     with raw(db) as c:
         c.execute("UPDATE windowfit_sessions SET state = '{oops' WHERE id = 'st'")
         c.execute("UPDATE windowfit_sessions SET meta = '[1]' WHERE id = 'kid'")
     with pytest.raises(StoreCorruptError, match=r"'st'.*state"):
-        _ = store.session("st").state
+        _ = Session(store, "st").state
     with pytest.raises(StoreCorruptError, match="'kid'"):
         store.info("kid")
     with raw(db) as c:
@@ -303,28 +304,28 @@ def test_corrupt_state_and_metadata(tmp_path: Path) -> None:
             "UPDATE windowfit_sessions SET state = NULL, state_version = 'abc' WHERE id = 'st'"
         )
     with pytest.raises(StoreCorruptError, match="state_version"):
-        store.session("st").load_state()
+        Session(store, "st").load_state()
 
 
 def test_messages_without_session_row_still_load(tmp_path: Path) -> None:
     db = tmp_path / "orphan.db"
     store = SQLiteStore(db)
-    s = store.session("orphan")
+    s = Session(store, "orphan")
     s.extend([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     with raw(db) as c:
         c.execute("DELETE FROM windowfit_sessions WHERE id = 'orphan'")
-    assert [m["content"] for m in store.session("orphan").messages] == ["a", "b"]
+    assert [m["content"] for m in Session(store, "orphan").messages] == ["a", "b"]
     assert s.append({"role": "user", "content": "c"}) == 2
 
 
 def test_durable_across_reopen(tmp_path: Path) -> None:
     db = tmp_path / "reopen.db"
     store = SQLiteStore(db, synchronous="NORMAL")
-    store.session("a").extend([{"role": "user", "content": str(i)} for i in range(10)])
-    store.session("a").save_state({"x": 1})
+    Session(store, "a").extend([{"role": "user", "content": str(i)} for i in range(10)])
+    Session(store, "a").save_state({"x": 1})
     store.close()
     again = SQLiteStore(db)
-    assert len(again.session("a").messages) == 10
-    assert again.session("a").load_state() == ({"x": 1}, 1)
+    assert len(Session(again, "a").messages) == 10
+    assert Session(again, "a").load_state() == ({"x": 1}, 1)
     with pytest.raises(ValueError):
         SQLiteStore(db, synchronous="sometimes")

@@ -46,7 +46,7 @@ HISTORY = conversation(40, words=200, tools_every=0)
 def test_prepare_never_waits_for_the_background_summary() -> None:
     held = Held()
     cm = small_manager(held)
-    session = wf.MemoryStore().session("bg")
+    session = wf.Session(wf.MemoryStore(), "bg")
     session.extend(HISTORY)
     future = session.summarize_after(cm)
     assert held.entered.wait(SAFETY)
@@ -67,13 +67,13 @@ def test_prepare_never_waits_for_the_background_summary() -> None:
 
 def test_a_stale_background_result_never_overwrites_a_newer_state() -> None:
     held = Held()
-    session = wf.MemoryStore().session("stale")
+    session = wf.Session(wf.MemoryStore(), "stale")
     session.extend(HISTORY)
     future = session.summarize_after(small_manager(held))
     assert held.entered.wait(SAFETY)
     # meanwhile another worker (its own handle, no knowledge of the background job)
     # prepares and saves a newer state
-    other = session.store.session("stale")
+    other = wf.Session(session.store, "stale")
     newer = other.prepare(small_manager(Recorder("FG")))
     assert newer.state["summary"].startswith("FG-1")
     held.release.set()
@@ -84,7 +84,7 @@ def test_a_stale_background_result_never_overwrites_a_newer_state() -> None:
 def test_append_with_summarize_runs_in_the_background() -> None:
     quick = Recorder("AP")
     cm = small_manager(quick)
-    session = wf.MemoryStore().session("ap")
+    session = wf.Session(wf.MemoryStore(), "ap")
     session.extend(HISTORY[:-1])
     session.append(HISTORY[-1], summarize=cm)
     job = session._jobs.get("default")
@@ -108,7 +108,7 @@ def test_manager_summarize_after_makes_the_state_the_next_prepare_uses() -> None
 def test_async_session_summary_is_a_task_saved_transactionally() -> None:
     quick = Recorder("AS")
     cm = small_manager(quick)
-    session = wf.MemoryStore().session("as")
+    session = wf.Session(wf.MemoryStore(), "as")
     session.extend(HISTORY)
 
     async def go() -> bool:

@@ -243,7 +243,7 @@ def test_local_servers_need_no_key(srv: ChatServer, monkeypatch: pytest.MonkeyPa
 
 def test_manager_with_llm_summarizer_end_to_end(srv: ChatServer) -> None:
     """A real HTTP summarizer behind the manager: summaries land, an outage falls back, recovery."""
-    from windowfit.demo import simulate_session
+    from windowfit.cli.showcase import simulate_session
 
     session = simulate_session(60, seed=11)
     summarizer = _summarizer(srv, timeout=2.0, max_retries=0)

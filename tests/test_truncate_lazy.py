@@ -252,7 +252,7 @@ def test_a_100_mb_text_is_cut_within_a_small_multiple_of_its_size() -> None:
 
 def test_one_default_direction_everywhere(tmp_path: Path) -> None:
     from windowfit.context.config import Settings
-    from windowfit.observation import ObservationTruncator
+    from windowfit.truncation import ObservationTruncator
 
     assert DEFAULT_DIRECTION == _core.DEFAULT_DIRECTION == wf.DEFAULT_DIRECTION
     text = log(400)

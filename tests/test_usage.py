@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from _redis import redis_prefix, redis_server, redis_url
+from windowfit.session import Session
 from windowfit.store import BaseStore, MemoryStore, SQLiteStore
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker, extract_usage
 
@@ -421,7 +422,7 @@ def _populate(store: BaseStore) -> None:
         "claude-sonnet-4", 3000, 100, 1000, timestamp=datetime(2025, 3, 2, tzinfo=timezone.utc)
     )
     t.record("mystery-model", 10, 10, timestamp=datetime(2025, 3, 2, tzinfo=timezone.utc))
-    s = store.session("user-42")
+    s = Session(store, "user-42")
     s.extend(
         [
             {"role": "system", "content": "be [bold]brief[/bold]"},

@@ -33,10 +33,8 @@ from windowfit.errors import (
     VocabularyError,
     WindowfitError,
 )
-from windowfit.fitting import FitResult, fit, repair
+from windowfit.fitting import FitResult, fit, render_history, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
-from windowfit.observation import ObservationTruncator, compact_json
-from windowfit.render import render_history
 from windowfit.session import Session
 from windowfit.store import (
     ConflictError,
@@ -54,7 +52,10 @@ from windowfit.truncation import (
     DEFAULT_DIRECTION,
     DEFAULT_MARKER,
     TOKENS_OMITTED_MARKER,
+    ObservationTruncator,
+    ToolOutputTruncator,
     Truncation,
+    compact_json,
     truncate,
 )
 from windowfit.usage import Quota, QuotaExceededError, UsageTracker
@@ -78,6 +79,7 @@ __all__ = [
     "DEFAULT_DIRECTION",
     "DEFAULT_MARKER",
     "TOKENS_OMITTED_MARKER",
+    "ToolOutputTruncator",
     "ObservationTruncator",
     "compact_json",
     # managing a conversation

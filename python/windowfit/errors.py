@@ -57,6 +57,17 @@ class UnknownEncodingError(WindowfitError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
+    """The ImportError module ``module`` (its ``__name__``) raises when the optional dependencies
+    of ``windowfit[extra]`` are missing."""
+    err = ImportError(
+        f"{module} needs the optional dependencies of windowfit[{extra}]: "
+        f"pip install 'windowfit[{extra}]' ({exc})"
+    )
+    err.name = getattr(exc, "name", None)
+    return err
+
+
 __all__ = [
     "ArgumentTypeError",
     "BudgetError",
@@ -69,4 +80,5 @@ __all__ = [
     "UnsafeFolderError",
     "VocabularyError",
     "WindowfitError",
+    "missing_extra",
 ]

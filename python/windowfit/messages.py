@@ -26,7 +26,9 @@ from typing import Any
 from windowfit import _core
 
 __all__ = [
+    "ROLE_ALIASES",
     "SYSTEM_ROLES",
+    "canonical_role",
     "content_text",
     "copy_json",
     "fingerprint",
@@ -39,6 +41,16 @@ Message = Mapping[str, Any]
 
 #: roles that carry instructions rather than conversation (always sent, never summarized)
 SYSTEM_ROLES = frozenset(("system", "developer"))
+
+#: other names for the canonical roles: LangChain's message types, and the legacy
+#: function-calling role, whose messages answer a call as tool messages do
+ROLE_ALIASES: Mapping[str, str] = {"human": "user", "ai": "assistant", "function": "tool"}
+
+
+def canonical_role(role: str) -> str:
+    """The canonical (OpenAI chat) role for ``role`` or one of its :data:`ROLE_ALIASES`."""
+    return ROLE_ALIASES.get(role, role)
+
 
 _IMAGE_TYPES = frozenset(("image_url", "image", "input_image"))
 _AUDIO_TYPES = frozenset(("input_audio", "audio"))

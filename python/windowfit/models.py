@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-from windowfit.errors import ArgumentTypeError, WindowfitError
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError, WindowfitError
 
 __all__ = [
     "ModelInfo",
@@ -257,15 +257,15 @@ def get_model(name: str) -> ModelInfo:
 def register_model(info: ModelInfo, *, overwrite: bool = True) -> None:
     """Add or replace a model. Names are matched case-insensitively."""
     if not isinstance(info, ModelInfo):
-        raise TypeError(f"register_model takes a ModelInfo, not {type(info).__name__}")
+        raise ArgumentTypeError(f"register_model takes a ModelInfo, not {type(info).__name__}")
     if info.context_window <= 0 or info.max_output_tokens < 0:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"model {info.name!r}: context_window must be > 0 and max_output_tokens >= 0"
         )
     key = _normalize(info.name)
     with _lock:
         if not overwrite and key in _registry:
-            raise ValueError(f"model {info.name!r} is already registered")
+            raise InvalidArgumentError(f"model {info.name!r} is already registered")
         _registry[key] = replace(info, name=key)
 
 

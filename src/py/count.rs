@@ -15,7 +15,7 @@ use super::light;
 use super::messages::{extract_message, message_tokens};
 use super::text::{extract_text, extract_texts, with_text};
 use crate::cache::{CountCache, HeldTable, FOLLOW_BUDGET};
-use crate::count::{Counter, MessageFormat};
+use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
 
@@ -400,6 +400,24 @@ fn python_nfc(text: &str) -> Option<String> {
     .flatten()
 }
 
+/// The keys of a message by both readers: `(light, full)`, `light` None when the light
+/// reader leaves the message to the full one. For the test proving they agree.
+#[pyfunction]
+fn _message_keys(
+    py: Python<'_>,
+    counter: &Bound<'_, PyCounter>,
+    message: &Bound<'_, PyAny>,
+) -> PyResult<(Option<u128>, u128)> {
+    let format = counter.get().inner.format();
+    let full = extract_message(py, 0, message)?.key(&format, &[]);
+    let keys = light::Keys::new(py);
+    let mut builder = KeyBuilder::new(&format);
+    let mut memo = light::memo(py);
+    // SAFETY: the GIL is held and `message` outlives the call; `read` keeps no pointers.
+    let fast = unsafe { light::read(py, message.as_ptr(), &keys, &format, &mut builder, &mut memo, true) };
+    Ok((fast.map(|(key, _)| key), full))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tokenize::nfc::set_normalizer(python_nfc);
     m.add_class::<PyCounter>()?;
@@ -408,5 +426,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_front_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_held_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_set_front_cache_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_message_keys, m)?)?;
     Ok(())
 }

@@ -18,6 +18,7 @@ pyo3::import_exception!(windowfit.errors, UnknownEncodingError);
 pyo3::import_exception!(windowfit.errors, InvalidArgumentError);
 pyo3::import_exception!(windowfit.errors, TokenizerFileNotFoundError);
 pyo3::import_exception!(windowfit.errors, InternalError);
+pyo3::import_exception!(windowfit.errors, ArgumentTypeError);
 
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {

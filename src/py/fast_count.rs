@@ -1,7 +1,6 @@
 //! The vectorcall fast path of `Counter.count` and `Encoding.count`: one positional `str`
 //! goes straight to `PyCounter::count_text`; any other call goes to the regular PyO3 method.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -10,7 +9,7 @@ use pyo3::Borrowed;
 use pyo3::PyClass;
 
 use super::count::{PyCounter, PyEncoding};
-use super::errors::guarded;
+use super::errors::{guarded, ArgumentTypeError};
 
 /// `Counter.count` as a plain vectorcall method. PyO3's generic argument parsing, and the
 /// generic call CPython falls back to when the method was defined on a base class of the
@@ -157,7 +156,7 @@ fn install_count(cls: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<(
 #[pyfunction]
 fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
     if !cls.is_subclass_of::<PyCounter>()? {
-        return Err(PyTypeError::new_err(format!("{} is not a subclass of Counter", cls.name()?)));
+        return Err(ArgumentTypeError::new_err(format!("{} is not a subclass of Counter", cls.name()?)));
     }
     install_count(cls, &COUNT_DEF)
 }

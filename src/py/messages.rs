@@ -8,11 +8,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
-use super::errors::{self, guarded, message_error, message_type_error, type_name};
+use super::errors::{self, guarded, message_error, message_type_error, type_name, ArgumentTypeError};
 use super::light;
 use super::text::{id_text, text_from_str, Text};
 use crate::count::{Counter, ImageDetail, KeyBuilder, Message, Part, ToolCall};
@@ -371,7 +370,7 @@ fn count_rest(infos: &mut [MessageInfo], rest: &mut Uncounted<'_>) -> PyResult<(
 /// A lone dict or str iterates without error but is never a history.
 fn check_list(messages: &Bound<'_, PyAny>) -> PyResult<()> {
     if messages.is_instance_of::<PyDict>() || messages.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
+        return Err(ArgumentTypeError::new_err(format!(
             "messages must be a list of message dicts, not a {}",
             type_name(messages)
         )));
@@ -455,24 +454,6 @@ pub(crate) fn read_messages<'py>(
     Ok((infos, rest))
 }
 
-/// The keys of a message by both readers: `(light, full)`, `light` None when the light
-/// reader leaves the message to the full one. For the test proving they agree.
-#[pyfunction]
-fn _message_keys(
-    py: Python<'_>,
-    counter: &Bound<'_, super::count::PyCounter>,
-    message: &Bound<'_, PyAny>,
-) -> PyResult<(Option<u128>, u128)> {
-    let format = counter.get().inner.format();
-    let full = extract_message(py, 0, message)?.key(&format, &[]);
-    let keys = light::Keys::new(py);
-    let mut builder = KeyBuilder::new(&format);
-    let mut memo = light::memo(py);
-    // SAFETY: the GIL is held and `message` outlives the call; `read` keeps no pointers.
-    let fast = unsafe { light::read(py, message.as_ptr(), &keys, &format, &mut builder, &mut memo, true) };
-    Ok((fast.map(|(key, _)| key), full))
-}
-
 /// `(strings, bytes)` held by the light reader's identity memo (for tests of `clear_cache`).
 #[pyfunction]
 fn _memo_stats(py: Python<'_>) -> (usize, usize) {
@@ -480,7 +461,6 @@ fn _memo_stats(py: Python<'_>) -> (usize, usize) {
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_message_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_memo_stats, m)?)?;
     Ok(())
 }

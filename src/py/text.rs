@@ -1,12 +1,11 @@
 //! Python strings as the core reads them: borrowed without a copy when they are valid UTF-8,
 //! with lone surrogates as tiktoken reads them otherwise, and pairing ids kept exact.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::PyString;
 
-use super::errors::type_name;
+use super::errors::{type_name, ArgumentTypeError};
 
 /// A Python string borrowed without copying, or its lossy UTF-8 copy when it holds lone
 /// surrogates (counted as U+FFFD, as tiktoken does).
@@ -77,12 +76,12 @@ pub(crate) fn with_text<R>(obj: &Bound<'_, PyAny>, what: &str, f: impl FnOnce(&s
 }
 
 fn not_str(what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
-    PyTypeError::new_err(format!("{what} must be str, not {}", type_name(obj)))
+    ArgumentTypeError::new_err(format!("{what} must be str, not {}", type_name(obj)))
 }
 
 pub(crate) fn extract_texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Text>> {
     if obj.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err("texts must be an iterable of str, not a single str"));
+        return Err(ArgumentTypeError::new_err("texts must be an iterable of str, not a single str"));
     }
     let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
     for (i, item) in obj.try_iter()?.enumerate() {

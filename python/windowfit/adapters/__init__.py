@@ -18,14 +18,27 @@ from .canonical import (
     json_arguments,
     make_tool_call,
 )
-from .fitting import Fitted, Prepared, aprepare_converted, fit_converted, prepare_converted
+from .fitting import (
+    FittedItems,
+    PreparedItems,
+    aprepare_converted,
+    fit_converted,
+    prepare_converted,
+)
 from .openai_responses import fit_responses, from_responses, to_responses
+
+#: the earlier names of :class:`FittedItems` and :class:`PreparedItems` (``windowfit.Prepared``
+#: is the manager's own result, which :class:`PreparedItems` wraps)
+Fitted = FittedItems
+Prepared = PreparedItems
 
 __all__ = [
     "SYSTEM_ROLES",
     "Converted",
     "Fitted",
+    "FittedItems",
     "Prepared",
+    "PreparedItems",
     "aprepare_converted",
     "as_dict",
     "content_text",

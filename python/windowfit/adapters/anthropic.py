@@ -24,6 +24,7 @@ from .canonical import (
     content_text,
     make_tool_call,
 )
+from .fitting import FittedItems, fit_converted
 
 __all__ = ["fit_anthropic", "from_anthropic", "new_messages", "to_anthropic"]
 
@@ -312,12 +313,10 @@ def new_messages(conv: Converted[Any]) -> Callable[[Sequence[Mapping[str, Any]]]
 
 def fit_anthropic(
     messages: Iterable[Any], budget: int, *, system: Any = None, **fit_kwargs: Any
-) -> Any:
+) -> FittedItems[Any]:
     """``wf.fit`` over Messages API messages; ``budget`` includes the system prompt.
 
-    Returns a :class:`~windowfit.adapters.Fitted` whose ``items`` are the kept messages (the
+    Returns a :class:`~windowfit.adapters.FittedItems` whose ``items`` are the kept messages (the
     caller's objects, or trimmed copies of partly kept user turns); ``system`` is unchanged.
     """
-    from .fitting import fit_converted
-
     return fit_converted(from_anthropic(messages, system), budget, **fit_kwargs)

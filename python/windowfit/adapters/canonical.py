@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, content_text, history_problems
 
 __all__ = [
@@ -111,7 +112,7 @@ class Converted(Generic[T]):
 
     def __post_init__(self) -> None:
         if len(self.origins) != len(self.messages):
-            raise ValueError("origins must give one tuple of refs per canonical message")
+            raise InvalidArgumentError("origins must give one tuple of refs per canonical message")
         for refs in self.origins:
             for item, part in refs:
                 if part is not None:
@@ -145,7 +146,7 @@ class Converted(Generic[T]):
                 out.append(self.items[item])
                 continue
             if self.rebuild is None:
-                raise TypeError("this conversion cannot split an item; pass rebuild=")
+                raise ArgumentTypeError("this conversion cannot split an item; pass rebuild=")
             rebuilt = self.rebuild(self.items[item], frozenset(dropped))
             if rebuilt is not None:
                 out.append(rebuilt)

@@ -26,6 +26,7 @@ from .canonical import (
     json_arguments,
     make_tool_call,
 )
+from .fitting import FittedItems, fit_converted
 
 __all__ = [
     "call_key",
@@ -300,9 +301,7 @@ def new_items(conv: Converted[Any]) -> Callable[[Sequence[Mapping[str, Any]]], l
     return convert
 
 
-def fit_responses(items: Iterable[Any], budget: int, **fit_kwargs: Any) -> Any:
-    """``wf.fit`` over Responses items: returns a :class:`~windowfit.adapters.Fitted` whose
+def fit_responses(items: Iterable[Any], budget: int, **fit_kwargs: Any) -> FittedItems[Any]:
+    """``wf.fit`` over Responses items: returns a :class:`~windowfit.adapters.FittedItems` whose
     ``items`` are the kept originals (calls with their outputs, reasoning with its turn)."""
-    from .fitting import fit_converted
-
     return fit_converted(from_responses(items), budget, **fit_kwargs)

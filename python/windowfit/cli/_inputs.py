@@ -7,7 +7,9 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any
+
+from windowfit.counting import Counter
+from windowfit.replay.history_io import FORMATS, History, load_history
 
 __all__ = [
     "CommandError",
@@ -85,21 +87,15 @@ def read_text(path: str, limit: int | None = None) -> tuple[str, bool]:
 
 
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
-    from windowfit.history_io import FORMATS
-
     parser.add_argument(
         "--format", choices=FORMATS, help="the history's shape (default: detected from the file)"
     )
 
 
-def read_history(path: str, fmt: str | None = None) -> Any:
-    """A :class:`windowfit.history_io.History`; malformed files raise ``HistoryFormatError``."""
-    from windowfit.history_io import load_history
-
+def read_history(path: str, fmt: str | None = None) -> History:
+    """The history in ``path``; malformed files raise ``HistoryFormatError``."""
     return load_history(path, format=fmt, data=read_bytes(path))
 
 
-def make_counter(model: str | None = None, encoding: str | None = None) -> Any:
-    import windowfit as wf
-
-    return wf.Counter(encoding=encoding) if encoding else wf.Counter(model=model or "gpt-4o")
+def make_counter(model: str | None = None, encoding: str | None = None) -> Counter:
+    return Counter(encoding=encoding) if encoding else Counter(model=model or "gpt-4o")

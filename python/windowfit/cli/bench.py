@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _sample() -> tuple[str, list[dict[str, Any]]]:
-    from windowfit.demo import simulate_session
+    from windowfit.cli.showcase import simulate_session
 
     return "sample session (300 turns)", simulate_session(300).messages
 

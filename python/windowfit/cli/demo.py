@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from windowfit.demo import run_demo
+    from windowfit.cli.showcase import run_demo
 
     if args.history is None:
         return run_demo()

@@ -84,7 +84,7 @@ def _runs(dropped: list[dict[str, Any]]) -> list[list[Any]]:
 
 def run(args: argparse.Namespace) -> int:
     import windowfit as wf
-    from windowfit.history_io import dump_history
+    from windowfit.replay.history_io import dump_history
 
     if args.budget < 0:
         raise CommandError(f"--budget must be >= 0, got {args.budget}")

@@ -8,7 +8,7 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from windowfit.store._cli import add_store_arguments
+    from windowfit.cli.stores import add_store_arguments
 
     session = sub.add_parser("session", help="inspect stored sessions")
     session_sub = session.add_subparsers(dest="session_command", required=True)
@@ -29,12 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_session_show(args: argparse.Namespace) -> int:
-    from windowfit.store._cli import cmd_session_show
+    from windowfit.cli.stores import cmd_session_show
 
     return cmd_session_show(args)
 
 
 def _cmd_usage(args: argparse.Namespace) -> int:
-    from windowfit.store._cli import cmd_usage
+    from windowfit.cli.stores import cmd_usage
 
     return cmd_usage(args)

@@ -39,8 +39,8 @@ from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import UnknownModelError, get_model
-from windowfit.observation import DEFAULT_DIRECTION, ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
+from windowfit.truncation import DEFAULT_DIRECTION, ObservationTruncator
 
 __all__ = ["ENV_VARS", "Settings"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.observation_files import private_root
+from windowfit.truncation.saved_outputs import private_root
 
 __all__ = [
     "DEFAULT_KEEP_RECENT",

@@ -14,7 +14,7 @@ from windowfit.context.budget import Budget
 from windowfit.context.masking import advance_mask, maskable, masked, tool_name
 from windowfit.context.plan import MaskedPrefix, Plan
 from windowfit.context.state import StateKeeper
-from windowfit.observation import ObservationTruncator
+from windowfit.truncation import ObservationTruncator
 
 __all__ = ["ToolOutputs"]
 

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from windowfit.errors import InvalidArgumentError
 from windowfit.integrations._common import (
     missing_extra,
     resolve_counter,
@@ -29,11 +30,14 @@ from windowfit.integrations._common import (
 try:
     import anthropic  # noqa: F401  (the SDK must be importable: responses are its objects)
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("anthropic", "anthropic", _exc) from _exc
+    raise missing_extra(__name__, "anthropic", _exc) from _exc
 
 from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.adapters.anthropic import from_anthropic, new_messages
 from windowfit.adapters.canonical import Converted
+from windowfit.messages import SYSTEM_ROLES
+from windowfit.models import get_model
+from windowfit.usage import extract_usage
 
 __all__ = ["AnthropicWindow", "count_tokens"]
 
@@ -121,8 +125,6 @@ class AnthropicWindow:
     def _budget(self, max_tokens: int | None) -> int:
         if self.budget is not None:
             return self.budget
-        from windowfit.models import get_model
-
         info = get_model(self.model)
         reserve = max_tokens if max_tokens is not None else min(info.max_output_tokens, 4096)
         return info.context_window - reserve
@@ -158,7 +160,7 @@ class AnthropicWindow:
         messages, truncated tool results are copies (``aprepare``: an LLM summarizer is
         awaited)."""
         if self.manager is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "prepare and aprepare need a manager: AnthropicWindow(model, summarize=True)"
             )
         conv = from_anthropic(messages, system)
@@ -174,14 +176,8 @@ class AnthropicWindow:
     ) -> tuple[Any, list[Any], Any]:
         self.last_stats = dict(p.stats)
         known = conv.index_of()
-        head = [
-            m for m in p.messages if m.get("role") in ("system", "developer") and id(m) not in known
-        ]
-        rest = [
-            m
-            for m in p.messages
-            if not (m.get("role") in ("system", "developer") and id(m) not in known)
-        ]
+        head = [m for m in p.messages if m.get("role") in SYSTEM_ROLES and id(m) not in known]
+        rest = [m for m in p.messages if not (m.get("role") in SYSTEM_ROLES and id(m) not in known)]
         window = conv.reassemble(rest, new_messages(conv))
         new_system = _join_system(system, [m.get("content") for m in head])
         self.last_estimate = int(p.stats.get("tokens", 0)) + int(
@@ -215,8 +211,6 @@ class AnthropicWindow:
     ) -> Any:
         """Record ``response``'s usage (cache reads/writes included) and calibrate the counter
         with the input tokens Anthropic billed vs ``estimated`` (default: the last fit's)."""
-        from windowfit.usage import extract_usage
-
         estimate = self.last_estimate if estimated is None else estimated
         if self.tracker is not None:
             return self.tracker.record_response(

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from windowfit.context import ContextManager
+from windowfit.errors import InvalidArgumentError
 from windowfit.integrations._common import (
     missing_extra,
     resolve_counter,
@@ -21,20 +23,17 @@ from windowfit.integrations._common import (
 )
 
 try:
-    from langchain_core.messages import (
-        AIMessage,
-        BaseMessage,
-        HumanMessage,
-        SystemMessage,
-        ToolMessage,
-        convert_to_messages,
-        convert_to_openai_messages,
-    )
-    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langchain_core.messages import BaseMessage
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("langchain", "langchain", _exc) from _exc
+    raise missing_extra(__name__, "langchain", _exc) from _exc
 
-from windowfit.adapters.canonical import Converted, Ref, json_arguments, make_tool_call
+from windowfit.adapters.langchain import (  # the conversions: re-exported
+    convert_new,
+    from_canonical,
+    message_dicts,
+    to_canonical,
+    tools_to_openai,
+)
 
 if TYPE_CHECKING:
     from langchain_core.messages import AnyMessage
@@ -51,138 +50,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_ROLES = {
-    "human": "user",
-    "ai": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "function": "tool",
-}
-
-
-def _fast_dict(message: BaseMessage) -> dict[str, Any] | None:
-    """``convert_to_openai_messages`` output for the common plain-text messages, without its
-    per-message overhead (hooks convert the whole history on every model call)."""
-    content = message.content
-    if not isinstance(content, str) or message.additional_kwargs.get("refusal"):
-        return None
-    if isinstance(message, AIMessage):
-        if message.invalid_tool_calls:
-            return None
-        d: dict[str, Any] = {"role": "assistant"}
-        if message.tool_calls:
-            d["tool_calls"] = [
-                # an id-less call goes on as None: the core's reader names message and field
-                make_tool_call(cast("str", c["id"]), c["name"], json_arguments(c["args"]))
-                for c in message.tool_calls
-            ]
-    elif isinstance(message, HumanMessage):
-        d = {"role": "user"}
-    elif isinstance(message, ToolMessage):
-        d = {"role": "tool", "tool_call_id": message.tool_call_id}
-    elif isinstance(message, SystemMessage):
-        d = {"role": message.additional_kwargs.get("__openai_role__", "system")}
-    else:
-        return None
-    if message.name:
-        d["name"] = message.name
-    d["content"] = content
-    return d
-
-
-def _message_dicts(message: BaseMessage) -> list[dict[str, Any]]:
-    """The canonical dicts of one LangChain message (usually one; a human turn carrying
-    Anthropic-style ``tool_result`` blocks yields its tool messages too)."""
-    fast = _fast_dict(message)
-    if fast is not None:
-        return [fast]
-    try:
-        dicts = list(convert_to_openai_messages([message]))
-    except (ValueError, TypeError, KeyError) as exc:
-        # unusual content blocks: count the text rather than fail the model call
-        logger.debug("falling back to text for %s: %s", type(message).__name__, exc)
-        role = getattr(message, "role", None) or _ROLES.get(message.type, "user")
-        dicts = [{"role": role, "content": message.text}]
-    if isinstance(message, AIMessage) and message.invalid_tool_calls and dicts:
-        # ToolNode answers unparsable calls too; count them as calls so their answers pair up
-        first = dicts[0]
-        calls = list(first.get("tool_calls") or ())
-        known = {c.get("id") for c in calls}
-        for bad in message.invalid_tool_calls:
-            if bad.get("id") and bad["id"] not in known:
-                calls.append(
-                    {
-                        "id": bad["id"],
-                        "type": "function",
-                        "function": {
-                            "name": bad.get("name") or "",
-                            "arguments": json_arguments(bad.get("args")),
-                        },
-                    }
-                )
-        if calls:
-            first["tool_calls"] = calls
-    if len(dicts) > 1:
-        # tool results answer the previous turn: they go first, as every chat API wants
-        dicts.sort(key=lambda d: d.get("role") != "tool")
-    return dicts
-
-
-def to_canonical(
-    messages: Iterable[Any], *, prefix: Sequence[dict[str, Any]] = ()
-) -> Converted[BaseMessage]:
-    """Canonical dicts for LangChain messages (or anything ``convert_to_messages`` accepts).
-
-    ``prefix`` dicts (e.g. a system prompt to count) come first and map back to nothing.
-    """
-    items = convert_to_messages(list(messages))
-    out: list[dict[str, Any]] = [dict(p) for p in prefix]
-    origins: list[tuple[Ref, ...]] = [() for _ in prefix]
-    for i, m in enumerate(items):
-        for d in _message_dicts(m):
-            out.append(d)
-            origins.append(((i, None),))
-    return Converted(items, out, origins)
-
-
-def from_canonical(messages: Iterable[Any]) -> list[BaseMessage]:
-    """LangChain messages for canonical dicts."""
-    return convert_to_messages([dict(m) for m in messages])
-
-
-def _convert_new(conv: Converted[BaseMessage]) -> Any:
-    """``convert_new`` for :meth:`Converted.reassemble`: an edited tool result (a truncated
-    output) is a copy of its ``ToolMessage`` (id, name, status, artifact survive); other new
-    messages (the summary) are converted."""
-    tools = {m.tool_call_id: m for m in conv.items if isinstance(m, ToolMessage)}
-
-    def convert(dicts: Sequence[Any]) -> list[BaseMessage]:
-        out: list[BaseMessage] = []
-        for d in dicts:
-            original = tools.get(d.get("tool_call_id")) if d.get("role") == "tool" else None
-            if original is None:
-                out.extend(from_canonical([d]))
-            else:
-                out.append(original.model_copy(update={"content": d.get("content") or ""}))
-        return out
-
-    return convert
-
-
-def tools_to_openai(tools: Iterable[Any] | None) -> list[dict[str, Any]] | None:
-    """OpenAI tool schemas of LangChain tools (for counting their tokens)."""
-    if not tools:
-        return None
-    out = []
-    for t in tools:
-        try:
-            out.append(convert_to_openai_tool(t))
-        except Exception as exc:  # provider-native tool dicts and the like: count what we can
-            logger.debug("cannot convert tool %r for counting: %s", t, exc)
-            if isinstance(t, dict):
-                out.append(t)
-    return out
 
 
 def token_counter(
@@ -240,7 +107,7 @@ def _system_prefix(system: Any) -> list[dict[str, Any]]:
         return []
     if isinstance(system, str):
         return [{"role": "system", "content": system}]
-    return _message_dicts(system)
+    return message_dicts(system)
 
 
 class Windower:
@@ -264,9 +131,10 @@ class Windower:
     ) -> None:
         self.budget = budget
         self.start_on = start_on_rule(start_on)
+        self.manager: ContextManager | None
         if budget is not None:
             if manager is not None or manager_kwargs or context_window is not None:
-                raise ValueError("pass budget= (plain fitting) or a manager, not both")
+                raise InvalidArgumentError("pass budget= (plain fitting) or a manager, not both")
             self.counter = resolve_counter(counter, model)
             self.manager = None
         else:
@@ -281,6 +149,7 @@ class Windower:
     ) -> tuple[list[BaseMessage], Any]:
         import windowfit as wf
 
+        assert self.budget is not None  # plain fitting is the mode a budget chose
         conv = to_canonical(messages, prefix=_system_prefix(system))
         budget = self.budget - self.counter.count_tools(tools_to_openai(tools))
         r = wf.fit(conv.messages, max(budget, 0), counter=self.counter, start_on=self.start_on)
@@ -296,7 +165,7 @@ class Windower:
         conv = to_canonical(messages, prefix=_system_prefix(system))
         p = self.manager.prepare(conv.messages, state=state, tools=tools_to_openai(tools))
         self.last_stats = dict(p.stats)
-        return conv.reassemble(list(p.messages), _convert_new(conv)), p.state
+        return conv.reassemble(list(p.messages), convert_new(conv)), p.state
 
     async def acall(
         self, messages: Sequence[Any], *, state: Any = None, system: Any = None, tools: Any = None
@@ -307,7 +176,7 @@ class Windower:
         conv = to_canonical(messages, prefix=_system_prefix(system))
         p = await self.manager.aprepare(conv.messages, state=state, tools=tools_to_openai(tools))
         self.last_stats = dict(p.stats)
-        return conv.reassemble(list(p.messages), _convert_new(conv)), p.state
+        return conv.reassemble(list(p.messages), convert_new(conv)), p.state
 
 
 # --------------------------------------------------------------------------- v1 agent middleware
@@ -318,7 +187,7 @@ try:
     from langgraph.types import Command
     from typing_extensions import NotRequired
 except ImportError as _mw_exc:  # langchain-core without langchain v1: everything else still works
-    _MIDDLEWARE_ERROR: ImportError | None = missing_extra("langchain", "langchain", _mw_exc)
+    _MIDDLEWARE_ERROR: ImportError | None = missing_extra(__name__, "langchain", _mw_exc)
 else:
     _MIDDLEWARE_ERROR = None
 

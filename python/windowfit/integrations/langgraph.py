@@ -26,7 +26,7 @@ try:
     from langgraph.managed import RemainingSteps
     from typing_extensions import NotRequired, TypedDict
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("langgraph", "langchain", _exc) from _exc
+    raise missing_extra(__name__, "langchain", _exc) from _exc
 
 from windowfit.integrations.langchain import Windower
 

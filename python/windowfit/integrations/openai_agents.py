@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from windowfit.errors import InvalidArgumentError
 from windowfit.integrations._common import (
     missing_extra,
     resolve_counter,
@@ -25,7 +26,7 @@ from windowfit.integrations._common import (
 try:
     from agents.run import CallModelData, ModelInputData
 except ImportError as _exc:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("openai_agents", "openai-agents", _exc) from _exc
+    raise missing_extra(__name__, "openai-agents", _exc) from _exc
 try:
     from agents.memory import SessionSettings
 except ImportError:  # pragma: no cover - SDKs before session settings
@@ -33,6 +34,8 @@ except ImportError:  # pragma: no cover - SDKs before session settings
 
 from windowfit.adapters.canonical import Converted, as_dict
 from windowfit.adapters.openai_responses import from_responses, new_items
+from windowfit.session import Session
+from windowfit.store.memory import MemoryStore
 
 __all__ = ["WindowfitSession", "input_filter"]
 
@@ -75,12 +78,12 @@ class _Fitter:
         manager_kwargs: dict[str, Any],
     ) -> None:
         if reserve < 0:
-            raise ValueError("reserve must be >= 0")
+            raise InvalidArgumentError("reserve must be >= 0")
         self.budget, self.reserve = budget, reserve
         self.start_on = start_on_rule(start_on)
         if budget is not None:
             if manager is not None or manager_kwargs:
-                raise ValueError("pass budget= (plain fitting) or a manager, not both")
+                raise InvalidArgumentError("pass budget= (plain fitting) or a manager, not both")
             self.counter = resolve_counter(counter, model)
             self.manager = None
         else:
@@ -146,12 +149,10 @@ class WindowfitSession:
         **manager_kwargs: Any,
     ) -> None:
         if store is None:
-            from windowfit.store import MemoryStore
-
             store = MemoryStore()
         self.session_id = session_id
         self.store = store
-        self.session = store.session(session_id)
+        self.session = Session(store, session_id)
         self.instructions = instructions
         # no default limit: a limit makes the SDK call get_items(limit=...), which is the raw tail
         self.session_settings = session_settings or (

@@ -1,7 +1,7 @@
 """Durable session stores: SQLite (default), Redis or Redis Cluster (many workers), PostgreSQL
 (teams that keep their data there), memory (tests).
 
-All share one protocol (`BaseStore`); `store.session(id)` gives a `windowfit.Session`.
+All share one protocol (`BaseStore`); `Session(store, id)` gives a `windowfit.Session`.
 `RedisStore` and `PostgresStore` import their client packages only when constructed.
 """
 

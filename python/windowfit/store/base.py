@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from windowfit.errors import (
     ArgumentTypeError,
@@ -40,9 +40,6 @@ from windowfit.errors import (
 if TYPE_CHECKING:
     # typing_extensions is not a run-time dependency: Self is only read by type checkers
     from typing_extensions import Self
-
-    # annotations only: at run time `windowfit.session` installs itself as session_factory
-    from windowfit.session import Session
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
@@ -536,15 +533,15 @@ def encode_meta(meta: Mapping[str, Any] | None) -> str | None:
 def validate_session_id(session_id: Any) -> str:
     """``session_id`` if it is a usable id: a non-empty str of UTF-8 encodable characters."""
     if not isinstance(session_id, str):
-        raise TypeError(f"session id must be str, not {type(session_id).__name__}")
+        raise ArgumentTypeError(f"session id must be str, not {type(session_id).__name__}")
     if not session_id:
-        raise ValueError("session id must not be empty")
+        raise InvalidArgumentError("session id must not be empty")
     if len(session_id) > MAX_SESSION_ID_LENGTH:
-        raise ValueError(f"session id is longer than {MAX_SESSION_ID_LENGTH} characters")
+        raise InvalidArgumentError(f"session id is longer than {MAX_SESSION_ID_LENGTH} characters")
     try:
         session_id.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(
+        raise InvalidArgumentError(
             "session id contains characters that are not valid Unicode (lone surrogates)"
         ) from None
     return session_id
@@ -564,7 +561,7 @@ def ttl_seconds(value: float | timedelta | None) -> float | None:
         return None
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"a TTL must be a positive number of seconds, got {value!r}")
+        raise InvalidArgumentError(f"a TTL must be a positive number of seconds, got {value!r}")
     return seconds
 
 
@@ -601,18 +598,6 @@ class BaseStore(abc.ABC):
     ttl: float | None = None
 
     # ---- sessions
-
-    #: Makes the handles ``session()`` returns. ``windowfit.session`` installs its ``Session``
-    #: here when imported (importing ``windowfit`` does), so the store package never imports
-    #: the session module and the two stay free of an import cycle.
-    session_factory: ClassVar[Callable[[BaseStore, str], Session] | None] = None
-
-    def session(self, session_id: str) -> Session:
-        """A handle on session ``session_id`` (a ``windowfit.Session``; created on first write)."""
-        factory = BaseStore.session_factory
-        if factory is None:  # pragma: no cover - importing windowfit.store imports windowfit
-            raise StoreError("windowfit.session is not imported: import windowfit first")
-        return factory(self, validate_session_id(session_id))
 
     @abc.abstractmethod
     def append(self, session_id: str, messages: Sequence[Any], *, op_id: str | None = None) -> int:
@@ -739,7 +724,7 @@ class BaseStore(abc.ABC):
     def _cutoff(self, older_than: float | timedelta | None) -> float:
         seconds = ttl_seconds(older_than) if older_than is not None else self.ttl
         if seconds is None:
-            raise ValueError("cleanup needs older_than, or a store created with ttl=")
+            raise InvalidArgumentError("cleanup needs older_than, or a store created with ttl=")
         return time.time() - seconds
 
 

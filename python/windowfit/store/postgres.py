@@ -30,16 +30,8 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.errors import ArgumentTypeError, InternalError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
-from windowfit.store._postgres_sql import (
-    _COLUMNS,
-    _INFO,
-    _INSERT_MESSAGES,
-    _MIGRATIONS,
-    _RESERVE,
-    _SCHEMA,
-)
 from windowfit.store._steps import Operation, StepStore, new_op_id, run_steps
 from windowfit.store.base import (
     SCHEMA_VERSION,
@@ -60,10 +52,30 @@ from windowfit.store.base import (
     validate_op_id,
     validate_session_id,
 )
+from windowfit.store.schema import MIGRATIONS, ddl, required_columns
 
 __all__ = ["PostgresStore"]
 
 logger = logging.getLogger(__name__)
+
+_COLUMNS = required_columns("postgres")
+
+_INFO = (
+    "SELECT id, epoch, parent_id, task, tool_call_id, meta, created_at, updated_at, "
+    "state_version, status, result, length FROM windowfit_sessions "
+)
+
+# Reserve `n` sequence numbers of a session (creating it), returning the first.
+_RESERVE = (
+    "INSERT INTO windowfit_sessions AS s (id, epoch, created_at, updated_at, length) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE "
+    "SET updated_at = EXCLUDED.updated_at, length = s.length + EXCLUDED.length "
+    "RETURNING s.length - %s"
+)
+_INSERT_MESSAGES = (
+    "INSERT INTO windowfit_messages (session_id, seq, data) "
+    "SELECT %s, %s + t.ord - 1, t.data FROM unnest(%s::text[]) WITH ORDINALITY AS t(data, ord)"
+)
 
 _T = TypeVar("_T")
 # A step: (fetch, sql, params) with fetch "all", "one" or "none".
@@ -177,7 +189,7 @@ class PostgresStore(StepStore):
             raise StoreError(f"invalid PostgreSQL DSN: {exc}") from None
         _check_schema(schema)
         if not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
+            raise InvalidArgumentError(f"pool_size must be a positive int, got {pool_size!r}")
         self.dsn = dsn
         self.schema = schema
         self.ttl = ttl_seconds(ttl)
@@ -289,7 +301,7 @@ class PostgresStore(StepStore):
                         session_id=session_id,
                     ) from exc
                 raise self._map_error(exc, session_id) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise InternalError("unreachable")  # pragma: no cover
 
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
         # The async twins run the one sync body on a worker thread over the thread-safe pool.
@@ -338,7 +350,7 @@ class PostgresStore(StepStore):
                     where=self.where,
                 )
         for old in range(version, SCHEMA_VERSION):
-            yield ("none", _MIGRATIONS[old], None)
+            yield ("none", MIGRATIONS["postgres"][old], None)
         for table, needed in _COLUMNS.items():
             if table in have and version == SCHEMA_VERSION and not needed <= have[table]:
                 raise StoreCorruptError(
@@ -346,7 +358,7 @@ class PostgresStore(StepStore):
                     f"(missing columns {sorted(needed - have[table])})",
                     where=self.where,
                 )
-        for statement in _SCHEMA.split(";"):
+        for statement in ddl("postgres"):
             yield ("none", statement, None)
         yield (
             "none",
@@ -650,7 +662,7 @@ class PostgresStore(StepStore):
             model, day = kwargs["model"], kwargs["day"]
             sid = _db(kwargs["session_id"])
             return lambda: self._op_usage_rows(model, day, sid)
-        raise AssertionError(name)  # pragma: no cover
+        raise InternalError(name)  # pragma: no cover
 
     def _write(
         self, body: Callable[[], _Op[_T]], encode: Callable[[_T], Any], op_id: str | None = None

@@ -51,6 +51,7 @@ from collections.abc import Generator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from windowfit.errors import InternalError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
 from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
@@ -141,7 +142,9 @@ class RedisStore(StepStore):
             ) from exc
         if not prefix or not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
             # braces would move the hash tag and make two prefixes' keys collide
-            raise ValueError(f"prefix must be a non-empty str without braces, got {prefix!r}")
+            raise InvalidArgumentError(
+                f"prefix must be a non-empty str without braces, got {prefix!r}"
+            )
         self.url = url
         self.prefix = prefix
         self.ttl = ttl_seconds(ttl)
@@ -286,7 +289,7 @@ class RedisStore(StepStore):
                     time.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
                     raise self._map_error(exc, session_id) from exc
-            raise AssertionError("unreachable")  # pragma: no cover
+            raise InternalError("unreachable")  # pragma: no cover
 
         return run_steps(make(), execute)
 
@@ -310,7 +313,7 @@ class RedisStore(StepStore):
                     await asyncio.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
                     raise self._map_error(exc, session_id) from exc
-            raise AssertionError("unreachable")  # pragma: no cover
+            raise InternalError("unreachable")  # pragma: no cover
 
         return await arun_steps(make(), execute)
 
@@ -328,7 +331,7 @@ class RedisStore(StepStore):
             for command in commands:
                 pipe.execute_command(*command)
             return pipe.execute()
-        raise AssertionError(kind)  # pragma: no cover
+        raise InternalError(kind)  # pragma: no cover
 
     # ------------------------------------------------------------------ operations (generators)
 

@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from windowfit.errors import InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
 from windowfit.store.base import (
     SCHEMA_VERSION,
@@ -43,65 +44,13 @@ from windowfit.store.base import (
     validate_op_id,
     validate_session_id,
 )
+from windowfit.store.schema import ddl, required_columns
 
 __all__ = ["SQLiteStore"]
 
 logger = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS windowfit_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS windowfit_sessions (
-    id            TEXT PRIMARY KEY,
-    epoch         TEXT NOT NULL,
-    parent_id     TEXT,
-    task          TEXT,
-    tool_call_id  TEXT,
-    meta          TEXT,
-    created_at    REAL NOT NULL,
-    updated_at    REAL NOT NULL,
-    state         TEXT,
-    state_version INTEGER NOT NULL DEFAULT 0,
-    status        TEXT NOT NULL DEFAULT 'open',
-    result        TEXT
-);
-CREATE INDEX IF NOT EXISTS windowfit_sessions_parent ON windowfit_sessions (parent_id, created_at);
-CREATE INDEX IF NOT EXISTS windowfit_sessions_updated ON windowfit_sessions (updated_at);
-CREATE TABLE IF NOT EXISTS windowfit_messages (
-    session_id TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    data       TEXT NOT NULL,
-    UNIQUE (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS windowfit_usage (
-    id                 INTEGER PRIMARY KEY,
-    ts                 REAL NOT NULL,
-    day                TEXT NOT NULL,
-    model              TEXT NOT NULL,
-    session_id         TEXT,
-    prompt_tokens      INTEGER NOT NULL,
-    completion_tokens  INTEGER NOT NULL,
-    cached_tokens      INTEGER NOT NULL DEFAULT 0,
-    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-    cost               REAL
-);
-CREATE INDEX IF NOT EXISTS windowfit_usage_day ON windowfit_usage (day, model);
-CREATE INDEX IF NOT EXISTS windowfit_usage_session ON windowfit_usage (session_id);
-"""
-
-_COLUMNS = {
-    "windowfit_sessions": {
-        "id", "epoch", "parent_id", "task", "tool_call_id", "meta", "created_at", "updated_at",
-        "state", "state_version", "status", "result",
-    },
-    "windowfit_messages": {"session_id", "seq", "data"},
-    "windowfit_usage": {
-        "id", "ts", "day", "model", "session_id", "prompt_tokens", "completion_tokens",
-        "cached_tokens", "cache_write_tokens", "cost",
-    },
-}  # fmt: skip
+_COLUMNS = required_columns("sqlite")
 
 _INFO_COLUMNS = (
     "s.id, s.epoch, s.parent_id, s.task, s.tool_call_id, s.meta, s.created_at, s.updated_at, "
@@ -150,7 +99,9 @@ class SQLiteStore(BaseStore):
         self.path = str(path) if str(path) == ":memory:" else str(Path(path))
         self.ttl = ttl_seconds(ttl)
         if synchronous.upper() not in _SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}")
+            raise InvalidArgumentError(
+                f"synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}"
+            )
         self._synchronous = synchronous.upper()
         self._timeout = float(timeout)
         self._memory = self.path == ":memory:"
@@ -282,9 +233,8 @@ class SQLiteStore(BaseStore):
                             f"{self.path!r} has a table {table} that windowfit did not create "
                             f"(missing columns {sorted(needed - have)})"
                         )
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    c.execute(statement)
+            for statement in ddl("sqlite"):
+                c.execute(statement)
             c.execute(
                 "INSERT OR IGNORE INTO windowfit_meta (key, value) VALUES ('schema', ?)",
                 (str(SCHEMA_VERSION),),

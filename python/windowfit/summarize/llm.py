@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from windowfit._twins import CallOp, call
+from windowfit.errors import InvalidArgumentError
 from windowfit.summarize.base import Message, SummaryError, TwinSummarizer
 from windowfit.summarize.prompts import build_summary_prompt
 
@@ -80,13 +81,13 @@ class LLMSummarizer(TwinSummarizer):
             self.timeout = float(timeout if timeout is not None else env_timeout or 60.0)
             self.max_retries = int(max_retries if max_retries is not None else env_retries or 2)
         except ValueError as exc:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"invalid WINDOWFIT_SUMMARY_REQUEST_TIMEOUT / WINDOWFIT_SUMMARY_MAX_RETRIES: {exc}"
             ) from None
         if self.timeout <= 0 or self.max_retries < 0:
-            raise ValueError("timeout must be > 0 and max_retries >= 0")
+            raise InvalidArgumentError("timeout must be > 0 and max_retries >= 0")
         if language not in (None, "auto", "zh", "en"):
-            raise ValueError(f"language must be 'zh', 'en' or None, not {language!r}")
+            raise InvalidArgumentError(f"language must be 'zh', 'en' or None, not {language!r}")
         self.language = None if language == "auto" else language
         self.temperature = temperature
         self.max_chars_per_message = max_chars_per_message

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from windowfit.messages import message_text
+from windowfit.messages import SYSTEM_ROLES, message_text
 from windowfit.summarize.base import Message, estimator
 from windowfit.summarize.salience import LLM_SUMMARY_SECTIONS
 
@@ -78,7 +78,7 @@ def render_transcript(messages: Sequence[Message], *, max_chars_per_message: int
     lines: list[str] = []
     for msg in messages:
         role = str(msg.get("role", "?"))
-        if role in ("system", "developer"):
+        if role in SYSTEM_ROLES:
             continue
         content = message_text({"content": msg.get("content")})
         if len(content) > max_chars_per_message:

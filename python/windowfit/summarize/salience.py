@@ -43,7 +43,7 @@ from typing import Any
 
 from windowfit._twins import CallOp
 from windowfit.errors import WindowfitError
-from windowfit.messages import message_text
+from windowfit.messages import SYSTEM_ROLES, message_text
 from windowfit.summarize.base import TwinSummarizer, _clip, estimator
 from windowfit.summarize.near_duplicates import NearDuplicateIndex
 from windowfit.summarize.patterns import (
@@ -418,7 +418,7 @@ class SalienceSummarizer(TwinSummarizer):
             stamp, text = _stamp(msg, raw)
             if stamp:
                 date = stamp
-            if role in ("system", "developer"):
+            if role in SYSTEM_ROLES:
                 continue  # always sent verbatim; a session header only sets the date
             if role == "assistant":
                 for call in msg.get("tool_calls") or ():

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from windowfit.errors import WindowfitError
+from windowfit.errors import InvalidArgumentError, WindowfitError
+from windowfit.messages import SYSTEM_ROLES
 
 __all__ = [
     "INVARIANTS",
@@ -95,7 +96,7 @@ def has_content(m: Msg) -> bool:
 
 
 def is_system(m: Msg) -> bool:
-    return m.get("role") in ("system", "developer")
+    return m.get("role") in SYSTEM_ROLES
 
 
 def is_user_turn(m: Msg) -> bool:
@@ -249,7 +250,7 @@ def _pinned_units(
         q = p + n if p < 0 else p
         u = a.unit_of[q] if 0 <= q < n else None
         if u is None:
-            raise ValueError(f"pinned index {p} names no message that can be sent")
+            raise InvalidArgumentError(f"pinned index {p} names no message that can be sent")
         units.add(u)
     if keep_system:
         units |= {u for i in range(n) if is_system(msgs[i]) and (u := a.unit_of[i]) is not None}

@@ -15,6 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from windowfit.errors import InvalidArgumentError
+from windowfit.messages import SYSTEM_ROLES
 from windowfit.testing.invariants import pins_tokens
 
 __all__ = [
@@ -49,7 +51,9 @@ _ALL = tuple(LANGUAGES)
 def _samples(languages: Sequence[str]) -> list[str]:
     unknown = [lang for lang in languages if lang not in LANGUAGES]
     if unknown or not languages:
-        raise ValueError(f"languages: choose from {sorted(LANGUAGES)}, got {list(languages)}")
+        raise InvalidArgumentError(
+            f"languages: choose from {sorted(LANGUAGES)}, got {list(languages)}"
+        )
     return [s for lang in languages for s in LANGUAGES[lang]]
 
 
@@ -174,7 +178,7 @@ def histories(
     if huge:
         kinds += ["huge"]
     for kind in draw(st.lists(st.sampled_from(kinds), max_size=max_events)):
-        if kind in ("system", "developer"):
+        if kind in SYSTEM_ROLES:
             out.append(
                 {"role": kind, "content": draw(st.one_of(t, st.lists(_text_parts(t), max_size=2)))}
             )

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from windowfit.cli._output import Out as _Out
-from windowfit.demo_session import (  # the session's names: re-exported
+from windowfit.cli.simulated_session import (  # the session's names: re-exported
     PLANTED_FACTS,
     SimulatedSession,
     session_from_history,
@@ -360,7 +360,7 @@ def _consumers_section(out: _Out, session: SimulatedSession) -> None:
     import windowfit as wf
 
     store = wf.MemoryStore()
-    shared = store.session("demo")
+    shared = wf.Session(store, "demo")
     agent = wf.ContextManager(model="gpt-4o", context_window=32_000, output_reserve=2_000)
     router = wf.ContextManager(
         model="gpt-4o", context_window=8_000, output_reserve=500, consumer="router"

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+
 __all__ = ["compact_json", "pick_key_fields"]
 
 
@@ -255,9 +257,9 @@ def _check_key_fields(key_fields: Any) -> tuple[str, ...] | None:
     if isinstance(key_fields, str):
         key_fields = (key_fields,)
     if not isinstance(key_fields, Sequence) or not all(isinstance(f, str) for f in key_fields):
-        raise TypeError("key_fields must be a sequence of field names (str)")
+        raise ArgumentTypeError("key_fields must be a sequence of field names (str)")
     if not key_fields or not all(key_fields):
-        raise ValueError("key_fields must name at least one field, and no empty names")
+        raise InvalidArgumentError("key_fields must name at least one field, and no empty names")
     return tuple(key_fields)
 
 
@@ -267,10 +269,10 @@ def compact_json(text: str, key_fields: Sequence[str] | None = None) -> str | No
     ``key_fields`` names the fields shown (dotted paths reach into nested objects: ``"start.
     dateTime"``); by default up to three are picked: a label, a time, an id or a status.
     Returns None when ``text`` is not JSON or not list-shaped. No limits apply here; the
-    ``ObservationTruncator`` cuts the result to its limits.
+    ``ToolOutputTruncator`` cuts the result to its limits.
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
+        raise ArgumentTypeError(f"text must be str, not {type(text).__name__}")
     fields = _check_key_fields(key_fields)
     c = _compact(_parse_json(text), fields)
     if c is None:

@@ -80,7 +80,7 @@ def extract_usage(response: Any) -> dict[str, Any]:
         if usage is None and meta is not None:
             usage = _get(meta, "token_usage")
         if usage is None or not _looks_like_usage(usage):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"no token usage found in {type(response).__name__}: pass a chat completion, "
                 "Responses API or Anthropic response (the last stream chunk with usage), or "
                 "call UsageTracker.record(...) with the numbers"

@@ -21,11 +21,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from windowfit._twins import CallOp, awaitable, blocking, call
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import content_text
 from windowfit.store.base import ConflictError, SessionInfo, new_child_id, validate_session_id
 
 if TYPE_CHECKING:
-    from windowfit.session import Session
+    # typing_extensions is not a run-time dependency: Self is only read by type checkers
+    from typing_extensions import Self
 
 __all__ = ["SubAgents"]
 
@@ -35,7 +37,7 @@ _CHILD_ID_ATTEMPTS = 16
 
 def _child_messages(task: str, system: str | None) -> list[dict[str, Any]]:
     if not isinstance(task, str) or not task:
-        raise ValueError("a sub-agent needs a non-empty task (str)")
+        raise InvalidArgumentError("a sub-agent needs a non-empty task (str)")
     messages: list[dict[str, Any]] = []
     if system is not None:
         messages.append({"role": "system", "content": system})
@@ -53,7 +55,7 @@ class SubAgents:
     def _load_op(self) -> CallOp[list[dict[str, Any]]]:
         raise NotImplementedError  # pragma: no cover - Session's
 
-    def _handle(self, session_id: str) -> Session:
+    def _handle(self, session_id: str) -> Self:
         raise NotImplementedError  # pragma: no cover - Session's
 
     @property
@@ -66,7 +68,7 @@ class SubAgents:
             self._parent_id = info.parent_id
         return self._parent_id  # type: ignore[return-value]
 
-    def parent(self) -> Session | None:
+    def parent(self) -> Self | None:
         pid = self.parent_id
         return None if pid is None else self._handle(pid)
 
@@ -78,7 +80,7 @@ class SubAgents:
         tool_call_id: str | None = None,
         meta: Mapping[str, Any] | None = None,
         child_id: str | None = None,
-    ) -> CallOp[Session]:
+    ) -> CallOp[Self]:
         """A new sub-agent session under this one, its history starting with ``task``.
 
         ``system`` prepends a system message; ``tool_call_id`` (the parent's tool call that
@@ -100,18 +102,20 @@ class SubAgents:
             if created:
                 return self._child_handle(cid)
             if child_id is not None:
-                raise ValueError(f"session {child_id!r} already exists")
-        raise RuntimeError("could not find a free sub-agent id")  # pragma: no cover
+                raise InvalidArgumentError(f"session {child_id!r} already exists")
+        raise ConflictError(
+            "could not find a free sub-agent id", session_id=self.id
+        )  # pragma: no cover
 
     child = blocking(_op_child)
     achild = awaitable(_op_child)
 
-    def _child_handle(self, cid: str) -> Session:
+    def _child_handle(self, cid: str) -> Self:
         child = self._handle(cid)
         child._parent_id = self.id
         return child
 
-    def _op_children(self) -> CallOp[list[Session]]:
+    def _op_children(self) -> CallOp[list[Self]]:
         """The sub-agent sessions created under this one, oldest first."""
         infos = yield call(self.store, "children", self.id)
         return [self._child_handle(i.id) for i in infos]
@@ -141,7 +145,7 @@ class SubAgents:
             for msg in reversed(history or []):
                 if msg.get("role") == "assistant" and not msg.get("tool_calls"):
                     return content_text(msg.get("content"))
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"sub-agent {self.id!r} has no final assistant message: pass finish(result)"
             )
         if isinstance(result, str):
@@ -149,11 +153,13 @@ class SubAgents:
         try:
             return json.dumps(result, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"sub-agent result must be str or JSON-serializable: {exc}") from None
+            raise ArgumentTypeError(
+                f"sub-agent result must be str or JSON-serializable: {exc}"
+            ) from None
 
     def _check_child(self, info: SessionInfo | None) -> SessionInfo:
         if info is None or info.parent_id is None:
-            raise ValueError(f"session {self.id!r} is not a sub-agent session")
+            raise InvalidArgumentError(f"session {self.id!r} is not a sub-agent session")
         if info.status == "finished":
             raise ConflictError(f"sub-agent {self.id!r} is already finished", session_id=self.id)
         return info
@@ -163,7 +169,7 @@ class SubAgents:
             role = "tool" if info.tool_call_id else "assistant"
         if role == "tool":
             if not info.tool_call_id:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"sub-agent {self.id!r} was not created for a tool call: "
                     "pass child(task, tool_call_id=...) or another role"
                 )

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 from windowfit._twins import CallOp, arun_calls, call, run_calls
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import tool_units
-from windowfit.session_state import consumer_name, own_state, record_after
+from windowfit.session.state import consumer_name, own_state, record_after
 from windowfit.store.base import ConflictError, to_plain_message
 
 __all__ = ["HookWhen", "SummaryJobs", "background", "ends_turn", "summarize_op"]

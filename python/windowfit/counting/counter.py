@@ -19,7 +19,7 @@ from typing import Any
 
 from windowfit import _core
 from windowfit._validate import count_arg
-from windowfit.errors import InvalidArgumentError, WindowfitError
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError, WindowfitError
 from windowfit.models import UnknownModelError, get_model
 
 __all__ = [
@@ -58,7 +58,7 @@ def get_encoding(name: str) -> Encoding:
     Unknown names raise ``UnknownEncodingError`` (a ``KeyError``).
     """
     if not isinstance(name, str):
-        raise TypeError(f"encoding name must be str, not {type(name).__name__}")
+        raise ArgumentTypeError(f"encoding name must be str, not {type(name).__name__}")
     return _encoding(name)
 
 
@@ -137,13 +137,15 @@ def _resolve(tokenizer: str, model: str, strict: bool) -> dict[str, Any]:
     if tokenizer.startswith("tokenizer.json:"):
         return {"kind": "tokenizer_json", "source": tokenizer.split(":", 1)[1]}
     if tokenizer.startswith("tiktoken:"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"model {model!r}: a .tiktoken vocabulary needs its pattern; "
             "use Counter.from_tiktoken_file(path, pattern=...)"
         )
     extra = {"qwen": "qwen", "qwen3.5": "qwen", "deepseek": "deepseek"}.get(tokenizer)
     if extra is None:
-        raise ValueError(f"model {model!r}: unknown tokenizer {tokenizer!r} in the registry")
+        raise InvalidArgumentError(
+            f"model {model!r}: unknown tokenizer {tokenizer!r} in the registry"
+        )
     source = _qwen_source(tokenizer) if extra == "qwen" else _deepseek_source()
     if source is not None:
         return source
@@ -186,9 +188,9 @@ class Counter(_core.Counter):
             spec = dict(_spec)
         elif encoding is not None:
             if model is not None:
-                raise ValueError("give model or encoding, not both")
+                raise InvalidArgumentError("give model or encoding, not both")
             if not isinstance(encoding, str):
-                raise TypeError(f"encoding must be str, not {type(encoding).__name__}")
+                raise ArgumentTypeError(f"encoding must be str, not {type(encoding).__name__}")
             spec = {"kind": "openai", "source": encoding}
         elif model is not None:
             info = get_model(model)
@@ -199,9 +201,11 @@ class Counter(_core.Counter):
                 "reply_priming": info.reply_priming,
             }
         else:
-            raise TypeError("Counter needs a model or an encoding (or use Counter.heuristic())")
+            raise ArgumentTypeError(
+                "Counter needs a model or an encoding (or use Counter.heuristic())"
+            )
         if cache_entries is not None and cache_bytes is not None:
-            raise ValueError("give cache_entries or cache_bytes, not both")
+            raise InvalidArgumentError("give cache_entries or cache_bytes, not both")
         if cache_entries is not None:
             cache_entries = count_arg("cache_entries", cache_entries)
         if cache_bytes is not None:
@@ -275,13 +279,13 @@ class Counter(_core.Counter):
         """``count(text)`` if it is at most ``limit``, else None: a huge text is read only as
         far as the limit, so asking whether it fits costs the limit, not the text."""
         if isinstance(limit, bool) or not isinstance(limit, int):
-            raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+            raise ArgumentTypeError(f"limit must be an int, got {type(limit).__name__}")
         if limit < 0:
             raise InvalidArgumentError(f"limit must be >= 0, got {limit}")
         return super().count_until(text, limit)
 
     def __reduce__(self) -> Any:
-        raise TypeError(
+        raise ArgumentTypeError(
             "Counter objects hold native state and cannot be pickled; create one per process"
         )
 
@@ -302,7 +306,7 @@ def _front_cache_bytes() -> None:
     try:
         n = int(raw)
         if n < 0:
-            raise ValueError(raw)
+            raise InvalidArgumentError(raw)
     except ValueError:
         logger.warning("WINDOWFIT_FRONT_CACHE_BYTES=%r is not a byte count >= 0; ignored", raw)
         return
@@ -357,10 +361,10 @@ def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
     out = ["namespace functions {", ""]
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
-            raise TypeError(f"tools[{i}] must be a dict, not {type(tool).__name__}")
+            raise ArgumentTypeError(f"tools[{i}] must be a dict, not {type(tool).__name__}")
         fn = tool.get("function", tool)
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-            raise ValueError(f"tools[{i}]: a tool needs function.name (str)")
+            raise InvalidArgumentError(f"tools[{i}]: a tool needs function.name (str)")
         if fn.get("description"):
             out.append(f"// {fn['description']}")
         params = fn.get("parameters") or fn.get("input_schema") or {}
@@ -397,6 +401,8 @@ def resolve_counter(counter: Counter | None, model: str | None, default: str = "
     """The counter to use: the one given, else the shared one of ``model`` (or ``default``)."""
     if counter is not None:
         if not isinstance(counter, _core.Counter):
-            raise TypeError(f"counter must be a windowfit.Counter, not {type(counter).__name__}")
+            raise ArgumentTypeError(
+                f"counter must be a windowfit.Counter, not {type(counter).__name__}"
+            )
         return counter
     return shared_counter(model or default)

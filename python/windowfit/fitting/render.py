@@ -14,13 +14,11 @@ from typing import Any
 
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, BudgetError
-from windowfit.fitting import _as_list, _budget, fit
-from windowfit.messages import SYSTEM_ROLES, message_text
+from windowfit.fitting.window import _as_list, _budget, fit
+from windowfit.messages import SYSTEM_ROLES, canonical_role, message_text
 from windowfit.truncation import truncate
 
 __all__ = ["render_history"]
-
-_LABELS = {"user": "USER", "human": "USER", "assistant": "ASSISTANT", "ai": "ASSISTANT"}
 
 
 def _content_text(message: Mapping[str, Any]) -> str:
@@ -42,13 +40,13 @@ def _calls(message: Mapping[str, Any]) -> list[str]:
 
 
 def _line(message: Mapping[str, Any], tool_chars: int) -> str:
-    role = str(message.get("role", ""))
-    if role == "tool" or role == "function":
+    role = canonical_role(str(message.get("role", "")))
+    if role == "tool":
         text = _content_text(message)
         if len(text) > tool_chars:
             text = text[:tool_chars] + "…"
         return f"TOOL: {text}"
-    label = _LABELS.get(role, role.upper())
+    label = role.upper()
     parts = [_content_text(message)]
     calls = _calls(message)
     if calls:

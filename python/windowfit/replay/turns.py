@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from windowfit.errors import InvalidArgumentError
+
 __all__ = ["SERIES", "ReplayResult", "Turn", "call_points", "replay"]
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,8 @@ def _langchain_trimmer(model: str, counter: Any) -> Callable[[list[Any], int], A
     try:
         from langchain_core.messages import trim_messages
 
-        from windowfit.integrations.langchain import from_canonical, token_counter
+        from windowfit.adapters.langchain import from_canonical
+        from windowfit.integrations.langchain import token_counter
     except ImportError:
         return None
     count = token_counter(model, counter=counter)
@@ -215,7 +218,7 @@ def replay(
         try:
             lc_history = trimmer.convert(history)  # type: ignore[attr-defined]
             if len(lc_history) != len(history):
-                raise ValueError("the conversion changed the number of messages")
+                raise InvalidArgumentError("the conversion changed the number of messages")
         except Exception as exc:  # noqa: BLE001 - a shape LangChain cannot convert: say so
             lc_history = None
             result.langchain_error = f"{type(exc).__name__}: {exc}"

@@ -223,7 +223,7 @@ def _langchain(items: list[Any], source: str, lines: list[int | None]) -> Any:
         from langchain_core.load import load
         from langchain_core.messages import messages_from_dict
 
-        from windowfit.integrations.langchain import to_canonical
+        from windowfit.adapters.langchain import to_canonical
     except ImportError as exc:
         raise HistoryFormatError(
             source,

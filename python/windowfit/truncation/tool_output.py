@@ -1,6 +1,6 @@
-"""Tool outputs that fit the prompt: ``ObservationTruncator`` and ``compact_json``.
+"""Tool outputs that fit the prompt: ``ToolOutputTruncator`` and ``compact_json``.
 
-The observation truncator, made token-exact: an output over ``max_lines`` /
+The tool-output truncator, made token-exact: an output over ``max_lines`` /
 ``max_bytes`` / ``max_tokens`` is cut head, tail or head + tail by ``wf.truncate``, its full
 text is saved atomically under ``output_dir``, and the preview ends with a note that tells the
 model where the full output is and how much was cut. The note counts against the limits.
@@ -26,7 +26,9 @@ from typing import Any
 
 from windowfit import _core
 from windowfit._validate import count_arg
-from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
+from windowfit.counting import Counter, resolve_counter
+from windowfit.errors import ArgumentTypeError, InternalError, InvalidArgumentError
+from windowfit.truncation.json_records import (  # compact_json, pick_key_fields: re-exported
     _check_key_fields,
     _compact,
     _Compacted,
@@ -36,16 +38,15 @@ from windowfit.compaction import (  # compact_json, pick_key_fields: re-exported
     compact_json,
     pick_key_fields,
 )
-from windowfit.counting import Counter, resolve_counter
-from windowfit.observation_files import MAX_NAME_CHARS as MAX_NAME_CHARS  # re-exported
-from windowfit.observation_files import (  # safe_file_stem: re-exported
+from windowfit.truncation.saved_outputs import MAX_NAME_CHARS as MAX_NAME_CHARS  # re-exported
+from windowfit.truncation.saved_outputs import (  # safe_file_stem: re-exported
     _content_name,
     _unique_name,
     _valid_utf8,
     safe_file_stem,
     save_output,
 )
-from windowfit.truncation import (
+from windowfit.truncation.text import (
     DEFAULT_DIRECTION,
     DIRECTIONS,
     TOKENS_OMITTED_MARKER,
@@ -53,9 +54,15 @@ from windowfit.truncation import (
     Truncation,
     truncate,
 )
-from windowfit.truncation import _limit as check_limit
+from windowfit.truncation.text import _limit as check_limit
 
-__all__ = ["ObservationTruncator", "compact_json", "pick_key_fields", "safe_file_stem"]
+__all__ = [
+    "ObservationTruncator",
+    "ToolOutputTruncator",
+    "compact_json",
+    "pick_key_fields",
+    "safe_file_stem",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +90,7 @@ def _limit(name: str, value: Any) -> int | None:
     """A limit as ``truncate`` checks it, and positive: an empty preview helps no agent."""
     n = check_limit(name, value)
     if n == 0:
-        raise ValueError(f"{name} must be a positive int, got 0")
+        raise InvalidArgumentError(f"{name} must be a positive int, got 0")
     return n
 
 
@@ -136,7 +143,7 @@ class _Job:
     cuts: dict[_Limits, Truncation] = field(default_factory=dict)  # by room, to reuse
 
 
-class ObservationTruncator:
+class ToolOutputTruncator:
     """Keeps tool outputs within ``max_lines`` / ``max_bytes`` / ``max_tokens`` (None: no
     limit of that kind; the tightest wins) and saves what it cuts.
 
@@ -179,17 +186,19 @@ class ObservationTruncator:
             _limit("max_bytes", max_bytes),
         )
         if self.limits == _Limits(None, None, None):
-            raise ValueError("give at least one of max_lines, max_bytes, max_tokens")
+            raise InvalidArgumentError("give at least one of max_lines, max_bytes, max_tokens")
         if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}")
+            raise InvalidArgumentError(
+                f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}"
+            )
         if not isinstance(marker, str):
-            raise TypeError(f"marker must be str, not {type(marker).__name__}")
+            raise ArgumentTypeError(f"marker must be str, not {type(marker).__name__}")
         if (
             isinstance(head_ratio, bool)
             or not isinstance(head_ratio, (int, float))
             or not (0.0 <= head_ratio <= 1.0)
         ):
-            raise ValueError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
+            raise InvalidArgumentError(f"head_ratio must be a number in [0, 1], got {head_ratio!r}")
         self.direction: Direction = direction
         # None: nothing is saved and the preview is the bare cut (the context manager's mode:
         # the full output stays in the caller's history)
@@ -223,7 +232,7 @@ class ObservationTruncator:
 
     def __repr__(self) -> str:
         return (
-            f"ObservationTruncator(max_lines={self.max_lines}, max_bytes={self.max_bytes}, "
+            f"{type(self).__name__}(max_lines={self.max_lines}, max_bytes={self.max_bytes}, "
             f"max_tokens={self.max_tokens}, direction={self.direction!r}, "
             f"output_dir={str(self.output_dir) if self.output_dir else None!r}, "
             f"counter={self.counter.name!r})"
@@ -333,12 +342,14 @@ class ObservationTruncator:
 
     def _measure(self, tool_name: str, output: str, metadata: Mapping[str, Any] | None) -> _Job:
         if not isinstance(tool_name, str):
-            raise TypeError(f"tool_name must be str, not {type(tool_name).__name__}")
+            raise ArgumentTypeError(f"tool_name must be str, not {type(tool_name).__name__}")
         if not isinstance(output, str):
             hint = " (decode bytes first)" if isinstance(output, (bytes, bytearray)) else ""
-            raise TypeError(f"output must be str, not {type(output).__name__}{hint}")
+            raise ArgumentTypeError(f"output must be str, not {type(output).__name__}{hint}")
         if metadata is not None and not isinstance(metadata, Mapping):
-            raise TypeError(f"metadata must be a mapping or None, not {type(metadata).__name__}")
+            raise ArgumentTypeError(
+                f"metadata must be a mapping or None, not {type(metadata).__name__}"
+            )
         start = time.perf_counter()
         lim = self.limits
         lines, nbytes = count_lines(output), count_bytes(output)
@@ -377,7 +388,7 @@ class ObservationTruncator:
 
     def _directory(self) -> Path:
         if self.output_dir is None:  # the in-memory path never reaches a file step
-            raise RuntimeError("this truncator saves no files (output_dir=None)")
+            raise InternalError("this truncator saves no files (output_dir=None)")
         return self.output_dir
 
     def _untouched(self, job: _Job) -> dict[str, Any]:
@@ -668,3 +679,7 @@ def _join(body: str, note: str) -> str:
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1e3, 3)
+
+
+#: The earlier name of :class:`ToolOutputTruncator`, kept for code that imports it.
+ObservationTruncator = ToolOutputTruncator

@@ -1,4 +1,4 @@
-"""Where ``ObservationTruncator`` saves a full tool output: the file's name (from the tool name,
+"""Where ``ToolOutputTruncator`` saves a full tool output: the file's name (from the tool name,
 unique or fixed by the content) and an atomic write of text that may hold lone surrogates."""
 
 from __future__ import annotations

@@ -16,19 +16,20 @@ from typing import Any, Literal
 from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["DEFAULT_DIRECTION", "DEFAULT_MARKER", "TOKENS_OMITTED_MARKER", "Truncation", "truncate"]
 
 #: Shows no number, so a default cut reads only what it keeps.
 DEFAULT_MARKER: str = _core.DEFAULT_MARKER
 #: Shows the omitted token count: the default of callers that count the whole input anyway
-#: (``ObservationTruncator``, the CLI).
+#: (``ToolOutputTruncator``, the CLI).
 TOKENS_OMITTED_MARKER: str = _core.TOKENS_OMITTED_MARKER
 
 Direction = Literal["head", "tail", "head_tail"]
 DIRECTIONS: tuple[Direction, ...] = ("head", "tail", "head_tail")
 
-#: The one default of every truncating entry point (``truncate``, ``ObservationTruncator``, the
+#: The one default of every truncating entry point (``truncate``, ``ToolOutputTruncator``, the
 #: manager's tool-output cap, the CLI); defined by the Rust core.
 DEFAULT_DIRECTION: Direction = _core.DEFAULT_DIRECTION
 
@@ -136,18 +137,20 @@ def truncate(
     ``count_total=True`` adds one pass over the whole input (in parallel on every core).
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
+        raise ArgumentTypeError(f"text must be str, not {type(text).__name__}")
     if not isinstance(marker, str):
-        raise TypeError(f"marker must be str, not {type(marker).__name__}")
+        raise ArgumentTypeError(f"marker must be str, not {type(marker).__name__}")
     if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be 'head', 'tail' or 'head_tail', not {direction!r}")
+        raise InvalidArgumentError(
+            f"direction must be 'head', 'tail' or 'head_tail', not {direction!r}"
+        )
     if isinstance(head_ratio, bool) or not isinstance(head_ratio, (int, float)):
-        raise TypeError(f"head_ratio must be a number, not {type(head_ratio).__name__}")
+        raise ArgumentTypeError(f"head_ratio must be a number, not {type(head_ratio).__name__}")
     if not 0.0 <= head_ratio <= 1.0:  # also rejects NaN
-        raise ValueError(f"head_ratio must be between 0 and 1, got {head_ratio}")
+        raise InvalidArgumentError(f"head_ratio must be between 0 and 1, got {head_ratio}")
     for name, flag in (("lines", lines), ("count_total", count_total)):
         if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+            raise ArgumentTypeError(f"{name} must be a bool, not {type(flag).__name__}")
     c = resolve_counter(counter, model)
     raw = _core.truncate_text(
         c,

@@ -28,9 +28,10 @@ from typing import Any, TypeVar
 
 from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError, WindowfitError
-from windowfit.models import model_family
-from windowfit.provider_usage import extract_usage
+from windowfit.models import UnknownModelError, get_model, model_family
 from windowfit.store.base import BaseStore, UsageRecord, UsageRow
+from windowfit.store.memory import MemoryStore
+from windowfit.usage.provider import extract_usage
 
 __all__ = [
     "Quota",
@@ -71,11 +72,11 @@ class Quota:
 
     def __post_init__(self) -> None:
         if self.tokens_per_day is None and self.cost_per_day is None:
-            raise ValueError("a Quota needs tokens_per_day and/or cost_per_day")
+            raise InvalidArgumentError("a Quota needs tokens_per_day and/or cost_per_day")
         for name in ("tokens_per_day", "cost_per_day"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0")
+                raise InvalidArgumentError(f"{name} must be >= 0")
 
     def describe(self) -> str:
         scope = []
@@ -112,7 +113,9 @@ def _day_of(value: str | date | datetime | None) -> str | None:
     try:
         return date.fromisoformat(value).isoformat()
     except (TypeError, ValueError):
-        raise ValueError(f"day must be 'YYYY-MM-DD', a date or 'today', got {value!r}") from None
+        raise InvalidArgumentError(
+            f"day must be 'YYYY-MM-DD', a date or 'today', got {value!r}"
+        ) from None
 
 
 def _utc_day(ts: float) -> str:
@@ -177,8 +180,6 @@ class UsageTracker:
         cache_write_multiplier: float | None = None,
     ) -> None:
         if store is None:
-            from windowfit.store.memory import MemoryStore
-
             store = MemoryStore()
         self.store = store
         self._counters: dict[str, Any] = {}
@@ -191,10 +192,10 @@ class UsageTracker:
         else:
             self.quotas = tuple(quota)
         if not (callable(on_quota) or on_quota in ("raise", "warn")):
-            raise ValueError("on_quota must be 'raise', 'warn' or a callable")
+            raise InvalidArgumentError("on_quota must be 'raise', 'warn' or a callable")
         self.on_quota = on_quota
         if cache_write_multiplier is not None and cache_write_multiplier < 0:
-            raise ValueError("cache_write_multiplier must be >= 0")
+            raise InvalidArgumentError("cache_write_multiplier must be >= 0")
         self.cache_write_multiplier = cache_write_multiplier
         self._unpriced_warned: set[str] = set()
 
@@ -247,8 +248,6 @@ class UsageTracker:
         cache_write_tokens: int = 0,
     ) -> float | None:
         """USD cost of one call from the registry's prices; None if the model has none."""
-        from windowfit.models import UnknownModelError, get_model
-
         try:
             info = get_model(model)
         except UnknownModelError:
@@ -381,7 +380,7 @@ class UsageTracker:
         usage = extract_usage(response)
         name = model or usage["model"]
         if not name:
-            raise ValueError("the response does not name its model: pass model=")
+            raise InvalidArgumentError("the response does not name its model: pass model=")
         return (
             yield from self._op_record(
                 name,

@@ -16,6 +16,7 @@ from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
+from windowfit.messages import canonical_role
 from windowfit.truncation import truncate
 
 __all__ = ["FitResult", "FitStats", "fit", "repair"]
@@ -128,9 +129,13 @@ def _as_list(messages: Any) -> list[Any]:
     if type(messages) is list:  # the usual history: no further checks
         return messages
     if isinstance(messages, (str, bytes, dict)):
-        raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
+        raise ArgumentTypeError(
+            f"messages must be a list of message dicts, not {type(messages).__name__}"
+        )
     if not isinstance(messages, Iterable):
-        raise TypeError(f"messages must be a list of message dicts, not {type(messages).__name__}")
+        raise ArgumentTypeError(
+            f"messages must be a list of message dicts, not {type(messages).__name__}"
+        )
     return messages if isinstance(messages, list) else list(messages)
 
 
@@ -143,17 +148,6 @@ def _pins(pinned: Iterable[int], n: int) -> list[int]:
             raise InvalidArgumentError(f"pinned index {p} is out of range for {n} messages")
         out.append(q)
     return out
-
-
-def _cap(name: str, value: Any) -> int | None:
-    """A message or turn cap: None (no cap) or a non-negative int."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ArgumentTypeError(f"{name} must be an int or None, not {type(value).__name__}")
-    if value < 0:
-        raise InvalidArgumentError(f"{name} must be >= 0, got {value}")
-    return min(value, 2**63 - 1)
 
 
 def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
@@ -276,9 +270,11 @@ def fit(
     """
     msgs = _as_list(messages)
     b = _budget(budget)
-    cap_messages = None if max_messages is None else _cap("max_messages", max_messages)
-    cap_turns = None if max_turns is None else _cap("max_turns", max_turns)
-    if start_on not in ("user", "human", None):
+    cap_messages = None if max_messages is None else count_arg("max_messages", max_messages)
+    cap_turns = None if max_turns is None else count_arg("max_turns", max_turns)
+    if start_on is not None and (
+        not isinstance(start_on, str) or canonical_role(start_on) != "user"
+    ):
         raise InvalidArgumentError(f"start_on must be 'user' or None, not {start_on!r}")
     if unanswered not in ("drop", "strip"):
         raise InvalidArgumentError(f"unanswered must be 'drop' or 'strip', not {unanswered!r}")

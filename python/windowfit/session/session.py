@@ -6,8 +6,8 @@ handle caches what it has read and fetches only newer messages (history is appen
 
 Each operation is written once, as a generator of store and manager calls
 (``windowfit._twins``): the sync method makes the calls, its ``a``-prefixed twin awaits
-them. The per-consumer state record is `windowfit.session_state`, summaries made after the
-reply `windowfit.session_summaries`, sub-agents `windowfit.session_children`.
+them. The per-consumer state record is `windowfit.session.state`, summaries made after the
+reply `windowfit.session.summaries`, sub-agents `windowfit.session.children`.
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.counting import Counter
 from windowfit.errors import InvalidMessageError, MessageTypeError
 from windowfit.messages import copy_json
-from windowfit.session_children import SubAgents
-from windowfit.session_state import (
+from windowfit.session.children import SubAgents
+from windowfit.session.state import (
     DEFAULT_CONSUMER,
     own_state,
     slot,
     with_consumer_state,
 )
-from windowfit.session_summaries import HookWhen, SummaryJobs
+from windowfit.session.summaries import HookWhen, SummaryJobs
 from windowfit.store.base import (
     UNREADABLE,
     BaseStore,
@@ -41,6 +41,9 @@ from windowfit.store.base import (
     to_plain_message,
     validate_session_id,
 )
+
+if TYPE_CHECKING:
+    from windowfit.context import ContextManager, Prepared
 
 __all__ = ["DEFAULT_CONSUMER", "Session", "own_state", "with_consumer_state"]
 
@@ -83,10 +86,10 @@ def _invalid(messages: list[dict[str, Any]], *, offset: int) -> list[int]:
     return bad
 
 
-def _report(prepared: Any, skipped: list[int], unreadable: list[int]) -> Any:
+def _report(prepared: Prepared, skipped: list[int], unreadable: list[int]) -> Prepared:
     """``prepared`` with ``stats["invalid_skipped"]``: the stored messages left out as invalid
     (``stats["unreadable_skipped"]``: those of them whose record could not be decoded)."""
-    stats = getattr(prepared, "stats", None)
+    stats: Any = getattr(prepared, "stats", None)
     if skipped and isinstance(stats, dict):
         stats["invalid_skipped"] = skipped
         if unreadable:
@@ -94,10 +97,10 @@ def _report(prepared: Any, skipped: list[int], unreadable: list[int]) -> Any:
     return prepared
 
 
-def _saved(prepared: Any, saved: bool, error: str | None = None) -> Any:
+def _saved(prepared: Prepared, saved: bool, error: str | None = None) -> Prepared:
     """``prepared`` with ``stats["state_saved"]`` (whether its state was written) and, when a
     concurrent save kept it from being written, ``stats["state_save_error"]``."""
-    stats = getattr(prepared, "stats", None)
+    stats: Any = getattr(prepared, "stats", None)
     if isinstance(stats, dict):
         stats["state_saved"] = saved
         if error is not None:
@@ -106,7 +109,7 @@ def _saved(prepared: Any, saved: bool, error: str | None = None) -> Any:
 
 
 class Session(SubAgents):
-    """The history and state of session ``id`` in ``store``. Get one with ``store.session(id)``.
+    """The history and state of session ``id`` in ``store``. Get one with ``Session(store, id)``.
 
     ``messages`` returns the full history (plain dicts; treat them as read-only: they are shared
     with the handle's cache). ``append``/``extend`` write through atomically. ``state`` is the
@@ -294,8 +297,8 @@ class Session(SubAgents):
     # ------------------------------------------------------------------ context manager
 
     def _op_prepare(
-        self, cm: Any, *, tools: Any = None, retries: int = 2, **kwargs: Any
-    ) -> CallOp[Any]:
+        self, cm: ContextManager, *, tools: Any = None, retries: int = 2, **kwargs: Any
+    ) -> CallOp[Prepared]:
         """``cm.prepare`` on the full history and stored state; saves the new state.
 
         Each consumer (``ContextManager(consumer=...)``: an agent, a router, a classifier) has
@@ -320,7 +323,9 @@ class Session(SubAgents):
             own = own_state(cm, stored)
             if self._jobs.running(cm):
                 kwargs["summarize"] = False  # never wait for the background summary
-            prepared = yield call(cm, "prepare", messages, state=own, tools=tools, **kwargs)
+            prepared: Prepared = yield call(
+                cm, "prepare", messages, state=own, tools=tools, **kwargs
+            )
             unreadable = [i for i in skipped if is_unreadable(history[i])]
             prepared = _report(prepared, skipped, unreadable)
             new = getattr(prepared, "state", None)
@@ -355,7 +360,7 @@ class Session(SubAgents):
 
     # ------------------------------------------------------------------ summaries after the reply
 
-    def summarize_after(self, cm: Any) -> concurrent.futures.Future[bool]:
+    def summarize_after(self, cm: ContextManager) -> concurrent.futures.Future[bool]:
         """Make ``cm``'s next summary in a background thread; a future of whether it was saved.
 
         The result is saved with compare-and-set on the state version read before
@@ -366,11 +371,11 @@ class Session(SubAgents):
         """
         return self._jobs.start(cm)
 
-    def asummarize_after(self, cm: Any) -> asyncio.Task[bool]:
+    def asummarize_after(self, cm: ContextManager) -> asyncio.Task[bool]:
         """:meth:`summarize_after` as an asyncio task (call it from a running loop)."""
         return self._jobs.start_task(cm)
 
-    def after_reply(self, cm: Any, *, when: HookWhen = "reply") -> Callable[[], None]:
+    def after_reply(self, cm: ContextManager, *, when: HookWhen = "reply") -> Callable[[], None]:
         """Register ``cm`` once: every later append through this handle that ends on the
         assistant's reply (``when="append"``: every append) starts ``cm``'s next summary in
         the background, a thread after ``append``/``extend``, a task after
@@ -397,7 +402,3 @@ class Session(SubAgents):
         with self._lock:
             self._cache, self._epoch = [], None
         return self.store.delete(self.id)
-
-
-# `store.session(id)` makes Session handles; the store package must not import this module
-BaseStore.session_factory = Session

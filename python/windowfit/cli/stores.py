@@ -10,6 +10,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from windowfit.session import Session
 from windowfit.store.base import BaseStore, SessionInfo, StoreError
 
 __all__ = ["add_store_arguments", "cmd_session_show", "cmd_usage", "open_cli_store"]
@@ -124,7 +125,7 @@ def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int
             if info is None:
                 print(f"windowfit: no session {args.id!r}", file=sys.stderr)
                 return 1
-            session = store.session(args.id)
+            session = Session(store, args.id)
             messages = session.messages
             state = session.state
             children = store.children(args.id)
