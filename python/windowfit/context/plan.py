@@ -1,4 +1,4 @@
-"""The internal records of one ``prepare`` call, passed between planner, runner and finisher."""
+"""The internal records of one ``prepare`` call, passed between the stages."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from windowfit.context.budget import Budget
+from windowfit.context.prepared import PreparedStats
+from windowfit.fitting import FitResult
 
 
 @dataclass
@@ -26,9 +28,11 @@ class Job:
 
 @dataclass
 class Plan:
+    """Where this call's window starts, and the summarization to run first (if any)."""
+
     msgs: list[Any]
     state: dict[str, Any]
-    stats: dict[str, Any]
+    stats: PreparedStats
     budget: Budget
     tools_fp: str
     last_user: int | None
@@ -36,7 +40,6 @@ class Plan:
     system_tokens: int  # measured tokens of all system messages (all are always sent)
     cut: int  # window start used if no summary job succeeds (fallback / truncate / keep)
     job: Job | None = None
-    fitted: Fitted | None = None  # a fit already made during planning, reused when it matches
     started: float = 0.0
     start_cut: int = 0  # the cut this call started from
     cut_tokens: int = 0  # raw tokens of msgs[:start_cut]
@@ -76,12 +79,14 @@ class Fitted:
     cut: int
     summary: str  # the summary asked for ("" in the view if it had to be dropped)
     view: View
-    result: Any
+    result: FitResult
 
 
 @dataclass
 class Outcome:
-    text: str | None
+    """What a summarizer call returned (``text``: not checked yet) or why it failed."""
+
+    text: object
     error: str | None
     elapsed_ms: float
 
