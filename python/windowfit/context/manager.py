@@ -27,7 +27,7 @@ from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.context.budget import Budget
 from windowfit.context.config import Settings
 from windowfit.context.masker import Masker
-from windowfit.context.plan import Fitted, Job, Plan
+from windowfit.context.plan import Fitted, Job, Message, Plan
 from windowfit.context.planner import Planner
 from windowfit.context.prepared import Prepared, PreparedStats
 from windowfit.context.runner import SummaryRunner
@@ -45,7 +45,6 @@ __all__ = ["ContextManager", "Prepared", "PreparedStats", "Recommendation"]
 
 logger = logging.getLogger(__name__)
 
-Message = Mapping[str, Any]
 T = TypeVar("T")
 
 
@@ -362,7 +361,7 @@ class ContextManager:
         return False, f"over the limit by {need - limit:,} tokens: {detail}; call prepare() first"
 
 
-def as_list(messages: Any) -> list[Any]:
+def as_list(messages: Any) -> list[Message]:
     if isinstance(messages, (str, bytes, Mapping)):
         raise ArgumentTypeError(
             f"messages must be a list of message dicts, not {type(messages).__name__}"

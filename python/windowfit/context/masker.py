@@ -10,7 +10,7 @@ from typing import Any
 
 from windowfit.context.config import Settings
 from windowfit.context.masking import advance_mask, maskable, masked
-from windowfit.context.plan import MaskedPrefix, Plan
+from windowfit.context.plan import MaskedPrefix, Message, Plan
 from windowfit.context.tool_outputs import ToolOutputCap
 
 __all__ = ["Masker"]
@@ -73,7 +73,7 @@ class Masker:
 
     def _rows(
         self,
-        msgs: list[Any],
+        msgs: list[Message],
         lo: int,
         hi: int,
         key: tuple[int, str | None, int],

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from windowfit.context.budget import Budget
 from windowfit.context.prepared import PreparedStats
 from windowfit.fitting import FitResult
+
+#: A message as the manager reads it (OpenAI-style dicts; never modified).
+Message = Mapping[str, Any]
 
 
 @dataclass
@@ -30,7 +34,7 @@ class Job:
 class Plan:
     """Where this call's window starts, and the summarization to run first (if any)."""
 
-    msgs: list[Any]
+    msgs: list[Message]
     state: dict[str, Any]
     stats: PreparedStats
     budget: Budget
@@ -62,8 +66,8 @@ class MaskedPrefix:
 
     key: tuple[int, str | None, int]  # (boundary, placeholder language, tool-output cap)
     base: int  # first history index covered
-    source: list[Any]  # msgs[base:boundary] as they were: reused while these are the same
-    sent: list[Any]  # what the window sends in their place
+    source: list[Message]  # msgs[base:boundary] as they were: reused while these are the same
+    sent: list[Message]  # what the window sends in their place
     edited_before: list[int]  # edited copies in sent[:k], for k in 0..len(sent)
     saved_before: list[int]  # tokens those copies save
 
@@ -95,7 +99,7 @@ class Outcome:
 class View:
     """The virtual list handed to fit: head (system, summary, latest user) + window."""
 
-    messages: list[Any]
+    messages: list[Message]
     source: list[int]  # source index per virtual message, -1 for summary messages
     head_len: int
     summary_idx: list[int]

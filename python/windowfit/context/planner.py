@@ -21,7 +21,7 @@ from windowfit.context.budget import (
 )
 from windowfit.context.config import Settings
 from windowfit.context.masker import Masker
-from windowfit.context.plan import Job, Plan
+from windowfit.context.plan import Job, Message, Plan
 from windowfit.context.prepared import PreparedStats
 from windowfit.context.state import Loaded
 from windowfit.context.strategy import RECENT_SUMMARY_WINDOW, StrategyDecision, choose_strategy
@@ -43,7 +43,7 @@ class Planner:
         self.masker = masker
 
     def plan(
-        self, msgs: list[Any], loaded: Loaded, summarizer: Summarizer | None, started: float
+        self, msgs: list[Message], loaded: Loaded, summarizer: Summarizer | None, started: float
     ) -> Plan:
         """Where the window of ``msgs`` starts this call, and what to summarize first."""
         st, scan, b = loaded.state, loaded.scan, loaded.budget

@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 
 from windowfit.context.budget import Budget
 from windowfit.context.config import Settings
+from windowfit.context.plan import Message
 from windowfit.errors import ArgumentTypeError, MessageTypeError
 from windowfit.messages import SYSTEM_ROLES, copy_json, fingerprint
 
@@ -118,7 +119,7 @@ class StateLoader:
 
     def load(
         self,
-        msgs: list[Any],
+        msgs: list[Message],
         state: Mapping[str, Any] | None,
         tools: Sequence[Mapping[str, Any]] | None,
     ) -> Loaded:
@@ -163,7 +164,7 @@ class StateLoader:
 
     # -- the summary against the history ----------------------------------------------------------
 
-    def _match_history(self, msgs: list[Any], st: dict[str, Any], reasons: list[str]) -> None:
+    def _match_history(self, msgs: list[Message], st: dict[str, Any], reasons: list[str]) -> None:
         """A summary is valid only over the history prefix it was made from: found again
         after the caller dropped some of it, else the summary state starts fresh."""
         n = len(msgs)
@@ -185,7 +186,9 @@ class StateLoader:
 
     # -- the scan ---------------------------------------------------------------------------------
 
-    def _scan(self, msgs: list[Any], st: dict[str, Any], reasons: list[str]) -> tuple[Scan, bool]:
+    def _scan(
+        self, msgs: list[Message], st: dict[str, Any], reasons: list[str]
+    ) -> tuple[Scan, bool]:
         """System indices, latest user and raw token total, incremental over new messages."""
         n = len(msgs)
         carried = self._carried(msgs, st.get("scan"), reasons)
@@ -222,7 +225,7 @@ class StateLoader:
         return scan, start > 0
 
     def _carried(
-        self, msgs: list[Any], scan: Any, reasons: list[str]
+        self, msgs: list[Message], scan: Any, reasons: list[str]
     ) -> tuple[int, list[int], int | None, int] | None:
         """Where a carried scan lets this one start, and what it found; None: scan it all.
 
@@ -244,7 +247,7 @@ class StateLoader:
 
     def _checked_cut(
         self,
-        msgs: list[Any],
+        msgs: list[Message],
         st: dict[str, Any],
         summarized: int,
         budget: Budget,
@@ -271,7 +274,7 @@ class StateLoader:
         return summarized
 
     def _cut_made_under_pressure(
-        self, msgs: list[Any], cut: int, summarized: int, budget: Budget, scan: Scan
+        self, msgs: list[Message], cut: int, summarized: int, budget: Budget, scan: Scan
     ) -> bool:
         s = self.settings
         u = cut - 1
@@ -291,7 +294,7 @@ class StateLoader:
         window = self.counter.count_messages(msgs[u:]) - self.priming
         return bool(window > budget.low_water)
 
-    def _check_mask(self, msgs: list[Any], st: dict[str, Any], reasons: list[str]) -> None:
+    def _check_mask(self, msgs: list[Message], st: dict[str, Any], reasons: list[str]) -> None:
         """The mask boundary never reaches the newest tool outputs (the agent acts on them)."""
         until = st.get("mask_until")
         if until is None:
@@ -384,7 +387,7 @@ def _invalid(st: dict[str, Any]) -> str | None:
     return None
 
 
-def _rebase(msgs: list[Any], st: dict[str, Any]) -> bool:
+def _rebase(msgs: list[Message], st: dict[str, Any]) -> bool:
     """Find the summarized prefix again after the caller dropped some of it.
 
     The state is anchored on content: the last summarized message and the first one after
@@ -431,7 +434,7 @@ def _leading_system(system: list[int]) -> int:
     return base
 
 
-def _tools_from(msgs: list[Any], start: int, want: int) -> int:
+def _tools_from(msgs: list[Message], start: int, want: int) -> int:
     """Tool results in ``msgs[start:]``, counted up to ``want``."""
     found = 0
     for i in range(start, len(msgs)):
@@ -451,7 +454,7 @@ def _scan_check(
     return fingerprint([n, counter, tokens, system, last_user, anchor])
 
 
-def _scan_problem(scan: Mapping[str, Any], m: int, msgs: list[Any]) -> str | None:
+def _scan_problem(scan: Mapping[str, Any], m: int, msgs: list[Message]) -> str | None:
     """Why a carried scan of ``msgs[:m]`` cannot be continued from (None: it can)."""
     system, last = scan.get("system"), scan.get("last_user")
     tokens = _int_or(scan.get("tokens"), -1)
@@ -472,7 +475,7 @@ def _scan_problem(scan: Mapping[str, Any], m: int, msgs: list[Any]) -> str | Non
     return None
 
 
-def _roles_match(msgs: list[Any], system: list[int], last_user: int | None) -> bool:
+def _roles_match(msgs: list[Message], system: list[int], last_user: int | None) -> bool:
     if last_user is not None and msgs[last_user].get("role") != "user":
         return False
     return all(msgs[i].get("role") in SYSTEM_ROLES for i in system)
@@ -482,7 +485,7 @@ def _roles_match(msgs: list[Any], system: list[int], last_user: int | None) -> b
 
 
 def _check_head_user(
-    msgs: list[Any], st: dict[str, Any], cut: int, last_user: int | None, reasons: list[str]
+    msgs: list[Message], st: dict[str, Any], cut: int, last_user: int | None, reasons: list[str]
 ) -> None:
     """The user message held next to the summary is the last one before the cut: it was the
     latest when the cut was made, and the history only grows after the cut since."""

@@ -1,24 +1,7 @@
-"""The stats of one call (``Prepared.stats``).
+"""The stats of one call (``Prepared.stats``; every key is documented on ``PreparedStats``).
 
-``tokens`` (sent, reply priming included), ``tokens_system`` / ``tokens_summary`` /
-``tokens_recent`` (the layers), ``tokens_tools``, ``tokens_total`` (+ tool schemas),
-``tokens_full`` (sending everything), ``tokens_saved``, ``usage_ratio`` (of window - reserve);
-``budget_use`` (sent + tool schemas over the prompt budget); ``left_out`` (why messages were not
-sent verbatim: ``summarized``, ``before_cut`` (evicted, not yet summarized), ``fit`` with
-``fit_reason``; empty when the whole history was sent);
-the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
-``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
-verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
-``strategy`` (``keep``, ``mask``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
-``masked_until`` / ``masked_from`` (when old tool outputs were masked this call: the new
-boundary and the first message changed);
-``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
-``summary_target_tokens``, ``summary_dropped``, ``has_summary``, ``summary_deferred`` (a
-summary is being made off the request path, this call fitted plainly); ``compacted`` (the cut
-moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
-``prefix_shared_ratio`` (identical leading part of the previous call's prompt);
-``tool_outputs_truncated``, ``tool_tokens_truncated``; ``state_reset`` and
-``state_reset_reason`` (why a loaded state was not usable); ``turn``; ``elapsed_ms``.
+Besides the sizes and the plan, it measures how much of the prompt the previous call's prompt
+shared (the provider's prompt cache), from the ``prev`` record the state carries.
 """
 
 from __future__ import annotations
@@ -50,7 +33,7 @@ class Stats:
         self.keep_recent = settings.keep_recent_tool_outputs
         self.windows = windows
 
-    def fill(self, plan: Plan, fitted: Fitted, prepared: list[Any]) -> None:
+    def fill(self, plan: Plan, fitted: Fitted, prepared: list[dict[str, Any]]) -> None:
         """``plan.stats`` completed for the prompt ``prepared``, and ``prev`` for next call."""
         st, stats, c = plan.state, plan.stats, self.counter
         view, r = fitted.view, fitted.result

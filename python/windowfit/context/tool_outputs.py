@@ -10,6 +10,7 @@ from typing import Any
 from windowfit.context.budget import Budget
 from windowfit.context.config import Settings
 from windowfit.context.masking import tool_name
+from windowfit.context.plan import Message
 from windowfit.observation import ObservationTruncator
 
 __all__ = ["Cut", "ToolOutputCap"]
@@ -40,7 +41,7 @@ class ToolOutputCap:
             return self.max_tokens
         return max(64, b.low_water // 2)
 
-    def truncated(self, msgs: list[Any], i: int, cap: int) -> Cut | None:
+    def truncated(self, msgs: list[Message], i: int, cap: int) -> Cut | None:
         """A copy of tool message ``msgs[i]`` with its output cut to ``cap`` tokens, the tokens
         that saves and the file holding the full output; None when it fits."""
         msg = msgs[i]
@@ -55,7 +56,7 @@ class ToolOutputCap:
         saved = max(0, (stats["original_tokens"] or 0) - stats["kept_tokens"])
         return {**msg, "content": result["preview"]}, saved, result["full_output_path"]
 
-    def recent(self, msgs: list[Any]) -> set[int]:
+    def recent(self, msgs: list[Message]) -> set[int]:
         """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole (up to
         the low-water mark), as the agent is acting on them; older ones are cut to the cap."""
         want = self.keep_recent

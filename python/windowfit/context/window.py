@@ -13,7 +13,7 @@ from typing import Any
 from windowfit._core import BudgetError  # the class fit raises
 from windowfit.context.config import Settings
 from windowfit.context.masker import Masker
-from windowfit.context.plan import Fitted, Plan, View
+from windowfit.context.plan import Fitted, Message, Plan, View
 from windowfit.context.tool_outputs import ToolOutputCap
 from windowfit.fitting import FitResult, fit
 from windowfit.messages import SYSTEM_ROLES
@@ -22,8 +22,6 @@ from windowfit.summarize import detect_language
 __all__ = ["Windows"]
 
 logger = logging.getLogger(__name__)
-
-Message = Mapping[str, Any]
 
 
 class Windows:
@@ -82,7 +80,7 @@ class Windows:
         msgs = self.summary_messages("x", {**st, "summarized_messages": 99999}, language)
         return sum(self.counter.count_message(m) for m in msgs)
 
-    def window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
+    def window(self, plan: Plan, lo: int) -> tuple[list[Message], int, int]:
         """``msgs[lo:]`` with oversized tool outputs truncated and, below the mask boundary,
         old ones masked (new dicts, inputs untouched); how many were edited, the tokens saved."""
         msgs = plan.msgs
@@ -121,7 +119,7 @@ class Windows:
                 saved += tokens
         return window, count, saved
 
-    def sent_at(self, plan: Plan, i: int) -> Any:
+    def sent_at(self, plan: Plan, i: int) -> Message:
         """What this call's windows send for ``msgs[i]``: its cut or masked copy, or itself."""
         row = plan.trunc.get(i)
         if row is not None:
@@ -262,7 +260,7 @@ class Windows:
             k -= 1
         return lo + k
 
-    def tokens_between(self, msgs: list[Any], lo: int, hi: int) -> int:
+    def tokens_between(self, msgs: list[Message], lo: int, hi: int) -> int:
         if hi <= lo:
             return 0
         part = [m for m in msgs[lo:hi] if m.get("role") not in SYSTEM_ROLES]
