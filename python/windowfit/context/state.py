@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from windowfit.context.budget import Budget
 from windowfit.context.config import Settings
@@ -61,7 +62,7 @@ class Scan(TypedDict):
     system: list[int]  # indices of the system / developer messages
     last_user: int | None  # index of the latest user message
     anchor: str | None  # fingerprint of the last scanned message
-    check: str  # digest of the fields above: a scan edited after it was saved is rescanned
+    check: int  # checksum of the fields above: a scan edited after it was saved is rescanned
 
 
 @dataclass
@@ -134,8 +135,12 @@ class StateLoader:
         system_tokens = sum(c.count_message(msgs[i]) for i in scan["system"])
         budget = self.settings.budget(system_tokens, tools_tokens)
         base = _leading_system(scan["system"])
-        summarized = max(int(st["summarized_until"]), base)
-        cut = self._checked_cut(msgs, st, summarized, budget, scan, reasons)
+        summarized = max(st["summarized_until"], base)
+        cut = st["cut"]
+        if cut <= summarized:  # no pending gap: nothing to check
+            cut = summarized
+        else:
+            cut = self._checked_cut(msgs, st, summarized, budget, scan, reasons)
         # Raw tokens before the cut, carried in the state while the history only grows, so the
         # window's size is known without another pass over it.
         cut_tokens = st.get("cut_tokens")
@@ -144,10 +149,15 @@ class StateLoader:
         elif cut_tokens > scan["tokens"]:
             reasons.append(f"state field 'cut_tokens' ({cut_tokens}) is over the history's tokens")
             cut_tokens = c.count_messages(msgs[:cut]) - self.priming if cut else 0
-        self._check_mask(msgs, st, reasons)
-        _check_head_user(msgs, st, cut, scan["last_user"], reasons)
-        _check_backoff(st, reasons)
-        _check_prev(st, reasons)
+        # the rest of the bookkeeping, each checked only when it is set
+        if st.get("mask_until") is not None:
+            self._check_mask(msgs, st, reasons)
+        if st["head_user"] is not None:
+            _check_head_user(msgs, st, cut, scan["last_user"], reasons)
+        if st["retry_turn"] > st["turn"] + MAX_BACKOFF_TURNS:
+            _reset_backoff(st, reasons)
+        if st["prev"] is not None:
+            _check_prev(st, reasons)
         return Loaded(
             state=st,
             scan=scan,
@@ -196,7 +206,7 @@ class StateLoader:
         last_user: int | None = None
         start = tokens = 0
         if carried is not None:
-            start, system, last_user, tokens = carried
+            start, system, last_user, tokens, _ = carried
         new = msgs[start:]
         try:
             roles = [m.get("role") for m in new]
@@ -210,6 +220,9 @@ class StateLoader:
                 system.append(start + k)
             elif role == "user":
                 last_user = start + k
+        if not new and carried is not None:
+            # nothing new since the carried scan (checked above): it stands as it is
+            return carried[4], True
         if new:
             tokens += self.counter.count_messages(new) - self.priming
         anchor = fingerprint(msgs[n - 1]) if n else None
@@ -226,8 +239,9 @@ class StateLoader:
 
     def _carried(
         self, msgs: list[Message], scan: Any, reasons: list[str]
-    ) -> tuple[int, list[int], int | None, int] | None:
-        """Where a carried scan lets this one start, and what it found; None: scan it all.
+    ) -> tuple[int, list[int], int | None, int, Scan] | None:
+        """Where a carried scan lets this one start, what it found, and the scan itself;
+        None: scan it all.
 
         A scan of another counter or of a history that changed since is simply not reused; a
         scan that is malformed, edited since it was saved, or names messages of the wrong
@@ -241,7 +255,7 @@ class StateLoader:
         if problem is not None:
             reasons.append(f"state field 'scan' {problem}: the history is scanned again")
             return None
-        return m, list(scan["system"]), scan["last_user"], scan["tokens"]
+        return m, list(scan["system"]), scan["last_user"], scan["tokens"], cast(Scan, scan)
 
     # -- positions in the history -----------------------------------------------------------------
 
@@ -260,13 +274,11 @@ class StateLoader:
         is only ever made under pressure: the window from the unit before it was over the
         low-water mark (or over ``max_messages`` / ``max_turns``). The window only grows after
         that, so a cut that does not meet this was not made by a plan."""
-        n, cut = len(msgs), int(st["cut"])
+        n, cut = len(msgs), st["cut"]
         if cut > n:
             problem = f"({cut}) is past the end of a history of {n} messages"
-        elif cut <= summarized or self._cut_made_under_pressure(
-            msgs, cut, summarized, budget, scan
-        ):
-            return max(cut, summarized)
+        elif self._cut_made_under_pressure(msgs, cut, summarized, budget, scan):
+            return int(cut)
         else:
             problem = f"({cut}) leaves messages out of a window that has room for them"
         reasons.append(f"state field 'cut' {problem}: the window is planned again")
@@ -450,35 +462,34 @@ def _tools_from(msgs: list[Message], start: int, want: int) -> int:
 
 def _scan_check(
     n: int, counter: str, tokens: int, system: list[int], last_user: int | None, anchor: str | None
-) -> str:
-    return fingerprint([n, counter, tokens, system, last_user, anchor])
+) -> int:
+    # an integrity check against edits, not a secret: a CRC of the fields is enough
+    return zlib.crc32(
+        f"{n}|{counter}|{tokens}|{system}|{last_user}|{anchor}".encode(errors="surrogatepass")
+    )
 
 
 def _scan_problem(scan: Mapping[str, Any], m: int, msgs: list[Message]) -> str | None:
     """Why a carried scan of ``msgs[:m]`` cannot be continued from (None: it can)."""
-    system, last = scan.get("system"), scan.get("last_user")
-    tokens = _int_or(scan.get("tokens"), -1)
-    if not (
-        isinstance(system, list)
-        and all(0 <= _int_or(i, -1) < m for i in system)
-        and (last is None or 0 <= _int_or(last, -1) < m)
-        and tokens >= 0
-    ):
+    system, last, tokens = scan.get("system"), scan.get("last_user"), scan.get("tokens")
+    if type(system) is not list or type(tokens) is not int or tokens < 0:
         return "is malformed"
-    check = scan.get("check")
-    if check is None:
-        return None if _roles_match(msgs, system, last) else "names messages of another role"
-    if check != _scan_check(m, str(scan["counter"]), tokens, system, last, scan.get("anchor")):
+    if last is not None and not (type(last) is int and 0 <= last < m):
+        return "is malformed"
+    for i in system:
+        if type(i) is not int or not 0 <= i < m:
+            return "is malformed"
+    check = scan.get("check")  # None in a scan saved before scans carried one
+    if check is not None and check != _scan_check(
+        m, str(scan["counter"]), tokens, system, last, scan.get("anchor")
+    ):
         return "was changed after it was saved"
-    if not _roles_match(msgs, system, last):
+    if last is not None and msgs[last].get("role") != "user":
         return "names messages of another role"
+    for i in system:
+        if msgs[i].get("role") not in SYSTEM_ROLES:
+            return "names messages of another role"
     return None
-
-
-def _roles_match(msgs: list[Message], system: list[int], last_user: int | None) -> bool:
-    if last_user is not None and msgs[last_user].get("role") != "user":
-        return False
-    return all(msgs[i].get("role") in SYSTEM_ROLES for i in system)
 
 
 # -- what the stats compare with ----------------------------------------------------------------
@@ -489,9 +500,7 @@ def _check_head_user(
 ) -> None:
     """The user message held next to the summary is the last one before the cut: it was the
     latest when the cut was made, and the history only grows after the cut since."""
-    held = st.get("head_user")
-    if held is None:
-        return
+    held = st["head_user"]
     if last_user is not None and last_user < cut:
         ok = held == last_user
     else:
@@ -506,33 +515,31 @@ def _check_head_user(
         st["head_user"] = None
 
 
-def _check_backoff(st: dict[str, Any], reasons: list[str]) -> None:
+def _reset_backoff(st: dict[str, Any], reasons: list[str]) -> None:
     """A summarizer's backoff never reaches further than its longest pause."""
-    if st["retry_turn"] > st["turn"] + MAX_BACKOFF_TURNS:
-        reasons.append(
-            f"state field 'retry_turn' ({st['retry_turn']}) is past the longest backoff "
-            f"({MAX_BACKOFF_TURNS} turns): the summarizer may run again"
-        )
-        st["retry_turn"] = 0
+    reasons.append(
+        f"state field 'retry_turn' ({st['retry_turn']}) is past the longest backoff "
+        f"({MAX_BACKOFF_TURNS} turns): the summarizer may run again"
+    )
+    st["retry_turn"] = 0
 
 
 def _check_prev(st: dict[str, Any], reasons: list[str]) -> None:
     """``prev`` (the previous prompt's head and window) has its shape, or is dropped."""
-    prev = st.get("prev")
-    if prev is None or _prev_ok(prev):
+    if _prev_ok(st["prev"]):
         return
     reasons.append("state field 'prev' is malformed: the prefix shared with it is not measured")
     st["prev"] = None
 
 
 def _prev_ok(prev: Any) -> bool:
-    if not isinstance(prev, Mapping):
+    if type(prev) is not dict:
         return False
-    head, start, end, tools = (prev.get(k) for k in ("head", "start", "end", "tools"))
-    return (
-        isinstance(head, list)
-        and all(isinstance(h, str) for h in head)
-        and -1 <= _int_or(start, -2)
-        and 0 <= _int_or(end, -1)
-        and isinstance(tools, str)
-    )
+    head = prev.get("head")
+    if type(head) is not list or type(prev.get("tools")) is not str:
+        return False
+    for h in head:
+        if type(h) is not str:
+            return False
+    start, end = prev.get("start"), prev.get("end")
+    return type(start) is int and start >= -1 and type(end) is int and end >= 0
