@@ -11,6 +11,7 @@ is what a sound state sends.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -258,3 +259,12 @@ def test_a_sound_state_resets_nothing() -> None:
         state = _turn_by_turn(cm, history)
         p = cm.prepare(history, state=state)
         assert p.stats["state_reset"] is False and p.stats["state_reset_reason"] is None
+
+
+def test_a_nan_next_anchor_is_not_saved_back() -> None:
+    cm = _manager()
+    history = _chat(10)
+    state = cm.prepare(history).state
+    p = cm.prepare(history, state={**state, "next_anchor": float("nan")})
+    assert "'next_anchor'" in p.stats["state_reset_reason"]
+    json.dumps(p.state, allow_nan=False)  # strict JSON again
