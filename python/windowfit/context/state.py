@@ -127,14 +127,19 @@ class StateLoader:
         reasons: list[str] = []
         st = _parsed(state, reasons)
         st["turn"] += 1
-        self._match_history(msgs, st, reasons)
+        s = st["summarized_until"]
+        if s and (s > len(msgs) or st["anchor"] != fingerprint(msgs[s - 1])):
+            self._match_history(msgs, st, reasons)
         scan, incremental = self._scan(msgs, st, reasons)
         st["scan"] = scan
         c = self.counter
         tools_tokens = c.count_tools(tools) if tools else 0
         system_tokens = sum(c.count_message(msgs[i]) for i in scan["system"])
         budget = self.settings.budget(system_tokens, tools_tokens)
-        base = _leading_system(scan["system"])
+        system = scan["system"]
+        base = 0  # the leading system block: no window starts inside it
+        while base < len(system) and system[base] == base:
+            base += 1
         summarized = max(st["summarized_until"], base)
         cut = st["cut"]
         if cut <= summarized:  # no pending gap: nothing to check
@@ -156,8 +161,11 @@ class StateLoader:
             _check_head_user(msgs, st, cut, scan["last_user"], reasons)
         if st["retry_turn"] > st["turn"] + MAX_BACKOFF_TURNS:
             _reset_backoff(st, reasons)
-        if st["prev"] is not None:
-            _check_prev(st, reasons)
+        if st["prev"] is not None and not _prev_ok(st["prev"]):
+            reasons.append(
+                "state field 'prev' is malformed: the prefix shared with it is not measured"
+            )
+            st["prev"] = None
         return Loaded(
             state=st,
             scan=scan,
@@ -308,16 +316,20 @@ class StateLoader:
 
     def _check_mask(self, msgs: list[Message], st: dict[str, Any], reasons: list[str]) -> None:
         """The mask boundary never reaches the newest tool outputs (the agent acts on them)."""
-        until = st.get("mask_until")
-        if until is None:
-            return
+        until = st["mask_until"]
         s = self.settings
         keep = max(s.mask_keep, s.keep_recent_tool_outputs)
         if _int_or(until, -1) < 0:
             problem = f"must be a count, not {until!r}"
-        elif until == 0 or s.mask_keep <= 0 or _tools_from(msgs, until, keep) >= keep:
+        elif until == 0 or s.mask_keep <= 0:
             return
         else:
+            found = 0  # tool results from the boundary on, counted up to ``keep``
+            for i in range(until, len(msgs)):
+                if msgs[i].get("role") == "tool":
+                    found += 1
+                    if found >= keep:
+                        return
             problem = f"({until}) would mask one of the newest {keep} tool outputs"
         reasons.append(
             f"state field 'mask_until' {problem}: nothing is masked until it moves again"
@@ -439,27 +451,6 @@ def _rebase(msgs: list[Message], st: dict[str, Any]) -> bool:
     return True
 
 
-def _leading_system(system: list[int]) -> int:
-    base = 0
-    while base < len(system) and system[base] == base:
-        base += 1
-    return base
-
-
-def _tools_from(msgs: list[Message], start: int, want: int) -> int:
-    """Tool results in ``msgs[start:]``, counted up to ``want``."""
-    found = 0
-    for i in range(start, len(msgs)):
-        if msgs[i].get("role") == "tool":
-            found += 1
-            if found >= want:
-                break
-    return found
-
-
-# -- the carried scan ---------------------------------------------------------------------------
-
-
 def _scan_check(
     n: int, counter: str, tokens: int, system: list[int], last_user: int | None, anchor: str | None
 ) -> int:
@@ -522,14 +513,6 @@ def _reset_backoff(st: dict[str, Any], reasons: list[str]) -> None:
         f"({MAX_BACKOFF_TURNS} turns): the summarizer may run again"
     )
     st["retry_turn"] = 0
-
-
-def _check_prev(st: dict[str, Any], reasons: list[str]) -> None:
-    """``prev`` (the previous prompt's head and window) has its shape, or is dropped."""
-    if _prev_ok(st["prev"]):
-        return
-    reasons.append("state field 'prev' is malformed: the prefix shared with it is not measured")
-    st["prev"] = None
 
 
 def _prev_ok(prev: Any) -> bool:
