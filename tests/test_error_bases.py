@@ -24,8 +24,6 @@ BUILTIN_ERRORS = {
     for name, value in vars(builtins).items()
     if isinstance(value, type) and issubclass(value, BaseException)
 } - PROTOCOL
-#: packages whose raises are being converted elsewhere (the manager's stages)
-PENDING = {"context"}
 
 
 def bare_raises(root: Path, skip: Collection[str] = ()) -> list[str]:
@@ -44,7 +42,7 @@ def bare_raises(root: Path, skip: Collection[str] = ()) -> list[str]:
 
 
 def test_the_package_raises_no_bare_builtin_error() -> None:
-    assert bare_raises(PACKAGE, PENDING) == []
+    assert bare_raises(PACKAGE) == []
 
 
 def test_the_scan_finds_bare_raises(tmp_path: Path) -> None:

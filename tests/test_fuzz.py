@@ -333,3 +333,108 @@ def test_tool_output_files_survive_link_tricks(
         assert list(victim_dir.iterdir()) == []
     finally:
         tempfile.tempdir = old_tempdir
+
+
+# -- tampered manager state ---------------------------------------------------------------------
+
+_TASK = {"role": "user", "content": "Find why the parser drops the last column of the CSV."}
+
+
+def _agent_run(rounds: int) -> list[dict[str, Any]]:
+    run: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}, _TASK]
+    for k in range(rounds):
+        cid = f"call_{k}"
+        fn = {"name": "grep", "arguments": f'{{"k": {k}}}'}
+        run.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": fn}],
+            }
+        )
+        output = " ".join(f"line{k}-{j} column offset" for j in range(50))
+        run.append({"role": "tool", "tool_call_id": cid, "content": output})
+        run.append({"role": "assistant", "content": f"step {k} done"})
+        if k % 7 == 6:
+            run.append({"role": "user", "content": f"also check file {k}"})
+    return run
+
+
+def _tampering_manager() -> ContextManager:
+    return ContextManager(
+        counter=COUNTER,
+        context_window=3_000,
+        output_reserve=300,
+        summarizer="none",
+        tool_output_dir="off",
+        mask_keep=2,
+        mask_clear_at_least=150,
+    )
+
+
+_SAVED: list[Any] = []
+
+
+def _saved_run() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """An agent run prepared turn by turn, and its last state (cut, scan, mask, prev set)."""
+    if not _SAVED:
+        run, cm = _agent_run(30), _tampering_manager()
+        state: Any = None
+        for i, m in enumerate(run):
+            if m["role"] != "tool":
+                state = cm.prepare(run[: i + 1], state=state).state
+        assert state["cut"] > 1 and state.get("mask_until", 0) > 0 and state["prev"]
+        _SAVED.extend([run, state])
+    return _SAVED[0], _SAVED[1]
+
+
+#: fields of the state and where they sit (a key inside "scan" or "prev", or top-level)
+_FIELDS = [
+    ("scan", "system"),
+    ("scan", "last_user"),
+    ("scan", "tokens"),
+    ("scan", "n"),
+    ("scan", "check"),
+    ("prev", "head"),
+    ("prev", "start"),
+    ("prev", "end"),
+    ("prev", "tools"),
+    (None, "cut"),
+    (None, "cut_tokens"),
+    (None, "mask_until"),
+    (None, "head_user"),
+    (None, "retry_turn"),
+    (None, "failures"),
+    (None, "next_anchor"),
+]
+_positions = st.integers(min_value=-3, max_value=130) | st.sampled_from([10**9, 2**64])
+_values = _positions | scalars | st.lists(_positions, max_size=4) | json_like
+tampering = st.lists(st.tuples(st.sampled_from(_FIELDS), _values), min_size=1, max_size=3)
+
+
+def _tampered(state: dict[str, Any], edits: list[Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(state))
+    for (where, key), value in edits:
+        target = out if where is None else out[where]
+        target[key] = value
+    return out
+
+
+@settings(FUZZ, max_examples=60)
+@given(edits=tampering)
+def test_manager_state_with_tampered_fields(edits: list[Any]) -> None:
+    """Tampered fields never raise, never drop the system prompt, the task or the output the
+    agent acts on, and the state saved back is sound (it reloads with nothing to reset)."""
+    run, state = _saved_run()
+    cm = _tampering_manager()
+    p = cm.prepare(run, state=_tampered(state, edits))
+    assert p.tokens <= 3_000 - 300
+    sent = {id(m) for m in p.messages}
+    newest_tool = max(i for i, m in enumerate(run) if m["role"] == "tool")
+    latest_user = max(i for i, m in enumerate(run) if m["role"] == "user")
+    for i in (0, latest_user, newest_tool):
+        assert id(run[i]) in sent, f"messages[{i}] was not sent"
+    if all(where == "scan" for (where, _), _ in edits):  # a carried cache: never what is sent
+        assert p.messages == cm.prepare(run, state=state).messages
+    again = cm.prepare(run, state=json.loads(json.dumps(p.state)))
+    assert again.stats["state_reset"] is False, again.stats["state_reset_reason"]

@@ -258,5 +258,5 @@ def test_one_default_direction_everywhere(tmp_path: Path) -> None:
     text = log(400)
     assert truncate(text, 50, counter=CL100K).direction == DEFAULT_DIRECTION
     assert ObservationTruncator(output_dir=tmp_path).direction == DEFAULT_DIRECTION
-    assert Settings("gpt-4o").tool_output_direction == DEFAULT_DIRECTION
+    assert Settings.parse("gpt-4o").tool_output_direction == DEFAULT_DIRECTION
     assert _core.truncate_text(CL100K, text, max_tokens=50).direction == DEFAULT_DIRECTION

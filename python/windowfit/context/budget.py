@@ -40,7 +40,17 @@ class Budget:
     low_water: int
 
     def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {
+            "context_window": self.context_window,
+            "output_reserve": self.output_reserve,
+            "system_tokens": self.system_tokens,
+            "tools_tokens": self.tools_tokens,
+            "prompt_budget": self.prompt_budget,
+            "history_budget": self.history_budget,
+            "summary_budget": self.summary_budget,
+            "high_water": self.high_water,
+            "low_water": self.low_water,
+        }
 
 
 def compute_budget(

@@ -1,4 +1,5 @@
-"""The manager's configuration: constructor arguments, ``WINDOWFIT_*`` variables, defaults.
+"""The manager's configuration: constructor arguments and ``WINDOWFIT_*`` variables, parsed
+once into a frozen ``Settings``.
 
 An argument given to the constructor wins, then the environment variable, then the default.
 
@@ -15,13 +16,15 @@ and `WINDOWFIT_SUMMARY_MAX_RETRIES` (then the SDK's own `OPENAI_API_KEY` / `OPEN
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from windowfit._validate import count_arg
 from windowfit.context.budget import Budget, compute_budget
@@ -34,17 +37,114 @@ from windowfit.context.defaults import (
     ENV_VARS,
     output_dir,
 )
-from windowfit.context.plan import MaskedPrefix
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.models import UnknownModelError, get_model
-from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
-from windowfit.truncation import DEFAULT_DIRECTION, ObservationTruncator
+from windowfit.models import ModelInfo, UnknownModelError, get_model
+from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from windowfit.truncation import DEFAULT_DIRECTION
 
 __all__ = ["ENV_VARS", "Settings"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The validated configuration of a ``ContextManager`` and what is derived from it once.
+
+    Built by :meth:`parse` from constructor arguments and the environment; frozen, so every
+    stage reads the same values for the manager's lifetime (a change makes a new one).
+    """
+
+    consumer: str
+    model: str | None
+    context_window: int
+    output_reserve: int
+    system_reserve: int | None
+    history_ratio: float
+    summary_ratio: float
+    trigger_ratio: float
+    target_ratio: float
+    summary_length_ratio: float
+    tool_output_max_tokens: int | None  # None: the cap follows the budget; 0: no cap
+    tool_output_direction: str
+    tool_output_dir: Path | None
+    preference: str
+    stable_prefix: bool
+    summary_role: str
+    summary_timeout: float | None  # None: no timeout
+    language: str | None  # None: detected per summary
+    summary_max_tokens: int
+    min_messages_before_summary: int
+    max_summaries_per_window: int
+    resummarize_ratio: float
+    max_messages: int | None
+    max_turns: int | None
+    min_recent_rounds: int
+    keep_recent_tool_outputs: int
+    mask_keep: int  # 0: no masking
+    mask_clear_at_least: int
+    counter: Counter
+    summarizer: Summarizer | None
+    #: tokens every prompt costs for the reply's priming
+    priming: int
+    #: names the counter in a carried scan: another counter's totals are never reused
+    counter_id: str
+
+    @classmethod
+    def parse(
+        cls,
+        model: str | None = None,
+        *,
+        counter: Any = None,
+        summarizer: Any = None,
+        consumer: str | None = None,
+        **options: Any,
+    ) -> Settings:
+        """Settings from constructor arguments (``None``: the variable, else the default)."""
+        unknown = set(options) - set(_OPTION_PARSERS)
+        if unknown:
+            raise ArgumentTypeError(f"unexpected setting(s): {', '.join(sorted(unknown))}")
+        name = _setting("model", model, None, str)
+        info = _model_info(name, options.get("context_window"))
+        values: dict[str, Any] = {"consumer": _consumer(consumer), "model": name}
+        values.update(_window(info, options.get("context_window"), options.get("output_reserve")))
+        for parse in _PARSERS:
+            values.update(parse(options))
+        made = _counter(counter, info, name)
+        values["summarizer"] = _summarizer(summarizer, made, values["language"])
+        return cls(**values, **_counted(made, name))
+
+    def with_changes(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (a new counter re-derives what depends on it)."""
+        if "counter" in changes:
+            changes.update(_counted(changes["counter"], self.model))
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def summarizing_enabled(self) -> bool:
+        """False with no summarizer or with ``trigger_ratio >= 1.0`` (truncation only)."""
+        return self.summarizer is not None and self.trigger_ratio < 1.0
+
+    def budget(self, system_tokens: int, tools_tokens: int) -> Budget:
+        """The budgets of a call whose system messages and tool schemas take these tokens."""
+        return compute_budget(
+            context_window=self.context_window,
+            output_reserve=self.output_reserve,
+            system_tokens=max(system_tokens, self.system_reserve or 0),
+            tools_tokens=tools_tokens,
+            history_ratio=self.history_ratio,
+            summary_ratio=self.summary_ratio,
+            trigger_ratio=self.trigger_ratio,
+            target_ratio=self.target_ratio,
+            overhead=self.priming,
+        )
+
+
+# -- reading one value ----------------------------------------------------------------------
 
 
 def _env_value(param: str) -> str | None:
@@ -58,7 +158,7 @@ def _parse_bool(text: str, name: str) -> bool:
         return True
     if low in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"{name}={text!r}: expected true/false")
+    raise InvalidArgumentError(f"{name}={text!r}: expected true/false")
 
 
 def _setting(param: str, arg: Any, default: Any, kind: type) -> Any:
@@ -78,7 +178,145 @@ def _setting(param: str, arg: Any, default: Any, kind: type) -> Any:
             return float(raw)
         return raw
     except ValueError as exc:
-        raise ValueError(f"invalid {name}={raw!r}: {exc}") from None
+        raise InvalidArgumentError(f"invalid {name}={raw!r}: {exc}") from None
+
+
+def _choice(param: str, arg: Any, default: str, allowed: tuple[str, ...]) -> str:
+    value = str(_setting(param, arg, default, str)).lower()
+    if value not in allowed:
+        raise InvalidArgumentError(f"{param} must be one of {allowed}, not {value!r}")
+    return value
+
+
+def _count(param: str, arg: Any, default: int | None, low: int) -> int | None:
+    value = _setting(param, arg, default, int)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{param} must be an int, not {type(value).__name__}")
+    if value < low:
+        raise InvalidArgumentError(f"{param} must be >= {low}, got {value}")
+    return value
+
+
+def _required(value: T | None) -> T:
+    assert value is not None  # a default is given, so there always is a value
+    return value
+
+
+# -- groups of settings -----------------------------------------------------------------------
+
+
+def _consumer(consumer: Any) -> str:
+    """Which reader of a shared session this manager is (an agent, a router): a Session keeps
+    one state per consumer."""
+    if consumer is not None and (not isinstance(consumer, str) or not consumer):
+        raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
+    return consumer or "default"
+
+
+def _model_info(model: str | None, context_window: Any) -> ModelInfo | None:
+    if model is None:
+        return None
+    try:
+        return get_model(model)
+    except UnknownModelError:
+        if context_window is None and _env_value("context_window") is None:
+            raise
+        return None
+
+
+def _window(info: ModelInfo | None, context_window: Any, output_reserve: Any) -> dict[str, Any]:
+    window = _setting("context_window", context_window, info.context_window if info else None, int)
+    if window is None:
+        raise InvalidArgumentError("give model= (a registered model) or context_window=")
+    window = count_arg("context_window", window, minimum=1)
+    default_reserve = min(4096, window // 4)
+    if info is not None and info.max_output_tokens > 0:
+        default_reserve = min(default_reserve, info.max_output_tokens)
+    reserve = count_arg(
+        "output_reserve", _setting("output_reserve", output_reserve, default_reserve, int)
+    )
+    if not reserve < window:
+        raise InvalidArgumentError(
+            f"output_reserve must be >= 0 and below context_window ({window}), got {reserve}"
+        )
+    return {"context_window": window, "output_reserve": reserve}
+
+
+def _reserve(o: dict[str, Any]) -> dict[str, Any]:
+    value = _setting("system_reserve", o.get("system_reserve"), None, int)
+    return {"system_reserve": None if value is None else count_arg("system_reserve", value)}
+
+
+def _ratios(o: dict[str, Any]) -> dict[str, Any]:
+    def ratio(name: str, default: float) -> float:
+        return float(_setting(name, o.get(name), default, float))
+
+    r = {
+        "history_ratio": ratio("history_ratio", 1.0),
+        "summary_ratio": ratio("summary_ratio", 0.25),
+        "trigger_ratio": ratio("trigger_ratio", DEFAULT_TRIGGER_RATIO),
+        "target_ratio": ratio("target_ratio", DEFAULT_TARGET_RATIO),
+        "summary_length_ratio": ratio("summary_length_ratio", 0.15),
+    }
+    _check_ratios(r)
+    return r
+
+
+def _check_ratios(r: dict[str, float]) -> None:
+    checks = (
+        (0 < r["history_ratio"] <= 1, "history_ratio must be in (0, 1]"),
+        (0 <= r["summary_ratio"] < 1, "summary_ratio must be in [0, 1)"),
+        (0 < r["trigger_ratio"] <= 1, "trigger_ratio must be in (0, 1]"),
+        (0 < r["target_ratio"] < r["trigger_ratio"], "target_ratio must be in (0, trigger_ratio)"),
+        (0 < r["summary_length_ratio"] <= 1, "summary_length_ratio must be in (0, 1]"),
+    )
+    for ok, message in checks:
+        if not ok:
+            raise InvalidArgumentError(
+                f"{message} (history={r['history_ratio']}, summary={r['summary_ratio']}, "
+                f"trigger={r['trigger_ratio']}, target={r['target_ratio']})"
+            )
+    if r["summary_ratio"] + r["target_ratio"] > r["trigger_ratio"] + 1e-9:
+        # Otherwise a fresh summary plus the kept window could already exceed the trigger,
+        # and every turn would summarize again.
+        raise InvalidArgumentError(
+            f"summary_ratio + target_ratio ({r['summary_ratio']} + {r['target_ratio']}) must "
+            f"not exceed trigger_ratio ({r['trigger_ratio']})"
+        )
+
+
+def _tool_outputs(o: dict[str, Any]) -> dict[str, Any]:
+    cap = _setting("tool_output_max_tokens", o.get("tool_output_max_tokens"), None, int)
+    return {
+        "tool_output_max_tokens": None if cap is None else count_arg("tool_output_max_tokens", cap),
+        "tool_output_direction": _choice(
+            "tool_output_direction",
+            o.get("tool_output_direction"),
+            DEFAULT_DIRECTION,
+            ("head", "tail", "head_tail"),
+        ),
+        "tool_output_dir": output_dir(
+            _setting("tool_output_dir", o.get("tool_output_dir"), None, str)
+        ),
+    }
+
+
+def _style(o: dict[str, Any]) -> dict[str, Any]:
+    """How the window is kept and how a summary is worded and placed."""
+    lang = _choice("language", o.get("language"), "auto", ("auto", "zh", "en"))
+    return {
+        "preference": _choice("preference", o.get("preference"), "balanced", PREFERENCES),
+        "stable_prefix": bool(_setting("stable_prefix", o.get("stable_prefix"), True, bool)),
+        "summary_role": _choice(
+            "summary_role", o.get("summary_role"), "system", ("system", "pair")
+        ),
+        "summary_timeout": _timeout(
+            _setting("summary_timeout", o.get("summary_timeout"), 120.0, float)
+        ),
+        "language": None if lang == "auto" else lang,
+    }
 
 
 def _timeout(value: Any) -> float | None:
@@ -95,290 +333,137 @@ def _timeout(value: Any) -> float | None:
     return None if value >= threading.TIMEOUT_MAX else float(value)
 
 
-class Settings:
-    """The validated configuration of a ``ContextManager`` and what is derived from it once."""
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        context_window: int | None = None,
-        output_reserve: int | None = None,
-        system_reserve: int | None = None,
-        history_ratio: float | None = None,
-        summary_ratio: float | None = None,
-        trigger_ratio: float | None = None,
-        target_ratio: float | None = None,
-        summarizer: Any = None,
-        tool_output_max_tokens: int | None = None,
-        tool_output_direction: str | None = None,
-        tool_output_dir: str | os.PathLike[str] | None = None,
-        preference: str | None = None,
-        stable_prefix: bool | None = None,
-        counter: Any = None,
-        summary_role: str | None = None,
-        summary_timeout: float | None = None,
-        summary_length_ratio: float | None = None,
-        language: str | None = None,
-        summary_max_tokens: int | None = None,
-        min_messages_before_summary: int | None = None,
-        max_summaries_per_window: int | None = None,
-        resummarize_ratio: float | None = None,
-        max_messages: int | None = None,
-        max_turns: int | None = None,
-        min_recent_rounds: int | None = None,
-        keep_recent_tool_outputs: int | None = None,
-        consumer: str | None = None,
-        mask_keep: int | None = None,
-        mask_clear_at_least: int | None = None,
-    ) -> None:
-        if consumer is not None and (not isinstance(consumer, str) or not consumer):
-            raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
-        # Which reader of a shared session this manager is (an agent, a router): a Session
-        # keeps one state per consumer.
-        self.consumer: str = consumer or "default"
-        self.model: str | None = _setting("model", model, None, str)
-        info = None
-        if self.model is not None:
-            try:
-                info = get_model(self.model)
-            except UnknownModelError:
-                if context_window is None and _env_value("context_window") is None:
-                    raise
-        window = _setting(
-            "context_window", context_window, info.context_window if info else None, int
-        )
-        if window is None:
-            raise ValueError("give model= (a registered model) or context_window=")
-        self.context_window = count_arg("context_window", window, minimum=1)
-
-        default_reserve = min(4096, self.context_window // 4)
-        if info is not None and info.max_output_tokens > 0:
-            default_reserve = min(default_reserve, info.max_output_tokens)
-        self.output_reserve = count_arg(
-            "output_reserve", _setting("output_reserve", output_reserve, default_reserve, int)
-        )
-        if not self.output_reserve < self.context_window:
-            raise ValueError(
-                f"output_reserve must be >= 0 and below context_window ({self.context_window}), "
-                f"got {self.output_reserve}"
+def _gates(o: dict[str, Any]) -> dict[str, Any]:
+    """When summarizing is allowed, how large a summary may get, and the window's caps."""
+    ratio = _setting("resummarize_ratio", o.get("resummarize_ratio"), 0.5, float)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 10:
+        raise InvalidArgumentError(f"resummarize_ratio must be in (0, 10], got {ratio!r}")
+    return {
+        "summary_max_tokens": _required(
+            _count("summary_max_tokens", o.get("summary_max_tokens"), 1024, 1)
+        ),
+        "min_messages_before_summary": _required(
+            _count("min_messages_before_summary", o.get("min_messages_before_summary"), 10, 0)
+        ),
+        "max_summaries_per_window": _required(
+            _count("max_summaries_per_window", o.get("max_summaries_per_window"), 3, 0)
+        ),
+        "resummarize_ratio": float(ratio),
+        "max_messages": _count("max_messages", o.get("max_messages"), None, 0),
+        "max_turns": _count("max_turns", o.get("max_turns"), None, 0),
+        "min_recent_rounds": _required(
+            _count("min_recent_rounds", o.get("min_recent_rounds"), 0, 0)
+        ),
+        "keep_recent_tool_outputs": _required(
+            _count(
+                "keep_recent_tool_outputs",
+                o.get("keep_recent_tool_outputs"),
+                DEFAULT_KEEP_RECENT,
+                0,
             )
-        sys_reserve = _setting("system_reserve", system_reserve, None, int)
-        self.system_reserve: int | None = (
-            None if sys_reserve is None else count_arg("system_reserve", sys_reserve)
-        )
+        ),
+    }
 
-        self.history_ratio = float(_setting("history_ratio", history_ratio, 1.0, float))
-        self.summary_ratio = float(_setting("summary_ratio", summary_ratio, 0.25, float))
-        self.trigger_ratio = float(
-            _setting("trigger_ratio", trigger_ratio, DEFAULT_TRIGGER_RATIO, float)
-        )
-        self.target_ratio = float(
-            _setting("target_ratio", target_ratio, DEFAULT_TARGET_RATIO, float)
-        )
-        self.summary_length_ratio = float(
-            _setting("summary_length_ratio", summary_length_ratio, 0.15, float)
-        )
-        self._validate_ratios()
 
-        cap = _setting("tool_output_max_tokens", tool_output_max_tokens, None, int)
-        # 0 disables the cap
-        self.tool_output_max_tokens: int | None = (
-            None if cap is None else count_arg("tool_output_max_tokens", cap)
+def _masking(o: dict[str, Any]) -> dict[str, Any]:
+    """Observation masking: how many recent tool outputs stay verbatim (0: no masking) and
+    the fewest tokens one masking batch frees (so the cached prefix moves rarely)."""
+    keep = int(_setting("mask_keep", o.get("mask_keep"), DEFAULT_MASK_KEEP, int))
+    if keep < 0:
+        raise InvalidArgumentError(f"mask_keep must be >= 0 (0 disables masking), got {keep}")
+    least = int(
+        _setting(
+            "mask_clear_at_least", o.get("mask_clear_at_least"), DEFAULT_MASK_CLEAR_AT_LEAST, int
         )
-        self.tool_output_direction = str(
-            _setting("tool_output_direction", tool_output_direction, DEFAULT_DIRECTION, str)
-        )
-        if self.tool_output_direction not in ("head", "tail", "head_tail"):
-            raise ValueError(
-                f"tool_output_direction must be head, tail or head_tail, not {self.tool_output_direction!r}"
-            )
-        self.tool_output_dir: Path | None = output_dir(
-            _setting("tool_output_dir", tool_output_dir, None, str)
-        )
-        self.preference = str(_setting("preference", preference, "balanced", str)).lower()
-        if self.preference not in PREFERENCES:
-            raise ValueError(f"preference must be one of {PREFERENCES}, not {self.preference!r}")
-        self.stable_prefix = bool(_setting("stable_prefix", stable_prefix, True, bool))
-        self.summary_role = str(_setting("summary_role", summary_role, "system", str)).lower()
-        if self.summary_role not in ("system", "pair"):
-            raise ValueError(f"summary_role must be 'system' or 'pair', not {self.summary_role!r}")
-        self.summary_timeout: float | None = _timeout(
-            _setting("summary_timeout", summary_timeout, 120.0, float)
-        )
-        lang = str(_setting("language", language, "auto", str)).lower()
-        if lang not in ("auto", "zh", "en"):
-            raise ValueError(f"language must be auto, zh or en, not {lang!r}")
-        self.language: str | None = None if lang == "auto" else lang
+    )
+    if least < 1:
+        raise InvalidArgumentError(f"mask_clear_at_least must be >= 1, got {least}")
+    return {"mask_keep": keep, "mask_clear_at_least": least}
 
-        self._gates(
-            summary_max_tokens,
-            min_messages_before_summary,
-            max_summaries_per_window,
-            resummarize_ratio,
-            max_messages,
-            max_turns,
-            min_recent_rounds,
-            keep_recent_tool_outputs,
-        )
 
-        self._mask_settings(mask_keep, mask_clear_at_least)
-        self.counter = self._make_counter(counter, info)
-        self.summarizer = self._make_summarizer(summarizer)
-        self._priming = int(getattr(self.counter, "reply_priming", 0))
-        self._counter_id = (
-            f"{type(self.counter).__name__}:{getattr(self.counter, 'name', None) or self.model}"
-        )
-        self._truncators: dict[int, ObservationTruncator] = {}  # by token cap
-        # the window below the mask boundary, by conversation (its first message's id)
-        self._masked_prefixes: dict[int, MaskedPrefix] = {}
+_PARSERS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (
+    _reserve,
+    _ratios,
+    _tool_outputs,
+    _style,
+    _gates,
+    _masking,
+)
+#: The keyword options ``parse`` takes besides model, counter, summarizer and consumer.
+_OPTION_PARSERS = (
+    "context_window",
+    "output_reserve",
+    "system_reserve",
+    "history_ratio",
+    "summary_ratio",
+    "trigger_ratio",
+    "target_ratio",
+    "summary_length_ratio",
+    "tool_output_max_tokens",
+    "tool_output_direction",
+    "tool_output_dir",
+    "preference",
+    "stable_prefix",
+    "summary_role",
+    "summary_timeout",
+    "language",
+    "summary_max_tokens",
+    "min_messages_before_summary",
+    "max_summaries_per_window",
+    "resummarize_ratio",
+    "max_messages",
+    "max_turns",
+    "min_recent_rounds",
+    "keep_recent_tool_outputs",
+    "mask_keep",
+    "mask_clear_at_least",
+)
 
-    # -- construction helpers -------------------------------------------------------------------
 
-    def _gates(
-        self,
-        summary_max_tokens: int | None,
-        min_messages: int | None,
-        max_summaries: int | None,
-        resummarize_ratio: float | None,
-        max_messages: int | None,
-        max_turns: int | None,
-        min_recent_rounds: int | None,
-        keep_recent_tool_outputs: int | None,
-    ) -> None:
-        """When summarizing is allowed, how large a summary may get, and the window's caps."""
-        ints = {
-            "summary_max_tokens": (summary_max_tokens, 1024, 1),
-            "min_messages_before_summary": (min_messages, 10, 0),
-            "max_summaries_per_window": (max_summaries, 3, 0),
-            "max_messages": (max_messages, None, 0),
-            "max_turns": (max_turns, None, 0),
-            "min_recent_rounds": (min_recent_rounds, 0, 0),
-            "keep_recent_tool_outputs": (keep_recent_tool_outputs, DEFAULT_KEEP_RECENT, 0),
-        }
-        got: dict[str, int | None] = {}
-        for name, (arg, default, low) in ints.items():
-            value = _setting(name, arg, default, int)
-            if value is not None:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise ArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
-                if value < low:
-                    raise InvalidArgumentError(f"{name} must be >= {low}, got {value}")
-            got[name] = value
-        self.summary_max_tokens: int = got["summary_max_tokens"] or 1
-        self.min_messages_before_summary: int = got["min_messages_before_summary"] or 0
-        self.max_summaries_per_window: int = got["max_summaries_per_window"] or 0
-        self.max_messages: int | None = got["max_messages"]
-        self.max_turns: int | None = got["max_turns"]
-        self.min_recent_rounds: int = got["min_recent_rounds"] or 0
-        self.keep_recent_tool_outputs: int = got["keep_recent_tool_outputs"] or 0
-        ratio = _setting("resummarize_ratio", resummarize_ratio, 0.5, float)
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 10:
-            raise InvalidArgumentError(f"resummarize_ratio must be in (0, 10], got {ratio!r}")
-        self.resummarize_ratio = float(ratio)
+# -- the counter and the summarizer -----------------------------------------------------------
 
-    @property
-    def summarizing_enabled(self) -> bool:
-        """False with no summarizer or with ``trigger_ratio >= 1.0`` (truncation only)."""
-        return self.summarizer is not None and self.trigger_ratio < 1.0
 
-    def _validate_ratios(self) -> None:
-        checks = (
-            (0 < self.history_ratio <= 1, "history_ratio must be in (0, 1]"),
-            (0 <= self.summary_ratio < 1, "summary_ratio must be in [0, 1)"),
-            (0 < self.trigger_ratio <= 1, "trigger_ratio must be in (0, 1]"),
-            (
-                0 < self.target_ratio < self.trigger_ratio,
-                "target_ratio must be in (0, trigger_ratio)",
-            ),
-            (0 < self.summary_length_ratio <= 1, "summary_length_ratio must be in (0, 1]"),
-        )
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(
-                    f"{message} (history={self.history_ratio}, summary={self.summary_ratio}, "
-                    f"trigger={self.trigger_ratio}, target={self.target_ratio})"
-                )
-        if self.summary_ratio + self.target_ratio > self.trigger_ratio + 1e-9:
-            # Otherwise a fresh summary plus the kept window could already exceed the trigger,
-            # and every turn would summarize again.
-            raise ValueError(
-                f"summary_ratio + target_ratio ({self.summary_ratio} + {self.target_ratio}) must not "
-                f"exceed trigger_ratio ({self.trigger_ratio})"
-            )
+def _counter(counter: Any, info: ModelInfo | None, model: str | None) -> Counter:
+    if counter is not None:
+        return cast(Counter, counter)  # any object with Counter's methods will do
+    encoding = _env_value("counter")
+    if encoding is not None:
+        return Counter(encoding=encoding)
+    if info is not None:
+        return Counter(model=model)
+    if model is not None:
+        logger.warning("model %r is not registered: counting with o200k_base", model)
+    return Counter(encoding="o200k_base")
 
-    def _mask_settings(self, keep: int | None, clear_at_least: int | None) -> None:
-        """Observation masking: how many recent tool outputs stay verbatim (0: no masking) and
-        the fewest tokens one masking batch frees (so the cached prefix moves rarely)."""
-        self.mask_keep = int(_setting("mask_keep", keep, DEFAULT_MASK_KEEP, int))
-        if self.mask_keep < 0:
-            raise ValueError(f"mask_keep must be >= 0 (0 disables masking), got {self.mask_keep}")
-        self.mask_clear_at_least = int(
-            _setting("mask_clear_at_least", clear_at_least, DEFAULT_MASK_CLEAR_AT_LEAST, int)
-        )
-        if self.mask_clear_at_least < 1:
-            raise ValueError(f"mask_clear_at_least must be >= 1, got {self.mask_clear_at_least}")
 
-    def _make_counter(self, counter: Any, info: Any) -> Any:
-        if counter is not None:
-            return counter
-        encoding = _env_value("counter")
-        if encoding is not None:
-            return Counter(encoding=encoding)
-        if info is not None:
-            return Counter(model=self.model)
-        if self.model is not None:
-            logger.warning("model %r is not registered: counting with o200k_base", self.model)
-        return Counter(encoding="o200k_base")
+def _counted(counter: Counter, model: str | None) -> dict[str, Any]:
+    """What the settings derive from the counter."""
+    name = getattr(counter, "name", None) or model
+    return {
+        "counter": counter,
+        "priming": int(getattr(counter, "reply_priming", 0)),
+        "counter_id": f"{type(counter).__name__}:{name}",
+    }
 
-    def _make_summarizer(self, summarizer: Any) -> Any:
-        choice = summarizer
-        if choice is None:
-            choice = _env_value("summarizer") or "extractive"
-        if choice is False:
+
+def _summarizer(choice: Any, counter: Counter, language: str | None) -> Summarizer | None:
+    if choice is None:
+        choice = _env_value("summarizer") or "extractive"
+    if choice is False:
+        return None
+    if isinstance(choice, str):
+        name = choice.lower()
+        if name == "none":
             return None
-        if isinstance(choice, str):
-            name = choice.lower()
-            if name == "none":
-                return None
-            if name == "extractive":
-                return ExtractiveSummarizer(counter=self.counter, language=self.language)
-            if name == "llm":
-                return LLMSummarizer(language=self.language)
-            raise ValueError(
-                f"summarizer must be a callable, 'extractive', 'llm' or 'none', not {choice!r}"
-            )
-        if isinstance(choice, ExtractiveSummarizer) and choice.counter is None:
-            return choice.with_counter(self.counter)  # measure with the manager's tokenizer
-        if not callable(choice) and not hasattr(choice, "asummarize"):
-            raise TypeError(f"summarizer must be callable, not {type(choice).__name__}")
-        return choice
-
-    def __repr__(self) -> str:
-        return (
-            f"ContextManager(model={self.model!r}, context_window={self.context_window}, "
-            f"output_reserve={self.output_reserve}, preference={self.preference!r}, "
-            f"stable_prefix={self.stable_prefix}, summarizer={self.summarizer!r})"
+        if name == "extractive":
+            return ExtractiveSummarizer(counter=counter, language=language)
+        if name == "llm":
+            return LLMSummarizer(language=language)
+        raise InvalidArgumentError(
+            f"summarizer must be a callable, 'extractive', 'llm' or 'none', not {choice!r}"
         )
-
-    @staticmethod
-    def _as_list(messages: Any) -> list[Any]:
-        if isinstance(messages, (str, bytes, Mapping)):
-            raise TypeError(
-                f"messages must be a list of message dicts, not {type(messages).__name__}"
-            )
-        return messages if isinstance(messages, list) else list(messages)
-
-    def _budget(self, system_tokens: int, tools_tokens: int) -> Budget:
-        system = max(system_tokens, self.system_reserve or 0)
-        return compute_budget(
-            context_window=self.context_window,
-            output_reserve=self.output_reserve,
-            system_tokens=system,
-            tools_tokens=tools_tokens,
-            history_ratio=self.history_ratio,
-            summary_ratio=self.summary_ratio,
-            trigger_ratio=self.trigger_ratio,
-            target_ratio=self.target_ratio,
-            overhead=self._priming,
-        )
+    if isinstance(choice, ExtractiveSummarizer) and choice.counter is None:
+        return choice.with_counter(counter)  # measure with the manager's tokenizer
+    if not callable(choice) and not hasattr(choice, "asummarize"):
+        raise ArgumentTypeError(f"summarizer must be callable, not {type(choice).__name__}")
+    return cast(Summarizer, choice)

@@ -1,11 +1,17 @@
-"""The internal records of one ``prepare`` call, passed between planner, runner and finisher."""
+"""The internal records of one ``prepare`` call, passed between the stages."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from windowfit.context.budget import Budget
+from windowfit.context.prepared import PreparedStats
+from windowfit.fitting import FitResult
+
+#: A message as the manager reads it (OpenAI-style dicts; never modified).
+Message = Mapping[str, Any]
 
 
 @dataclass
@@ -26,9 +32,11 @@ class Job:
 
 @dataclass
 class Plan:
-    msgs: list[Any]
+    """Where this call's window starts, and the summarization to run first (if any)."""
+
+    msgs: list[Message]
     state: dict[str, Any]
-    stats: dict[str, Any]
+    stats: PreparedStats
     budget: Budget
     tools_fp: str
     last_user: int | None
@@ -36,7 +44,6 @@ class Plan:
     system_tokens: int  # measured tokens of all system messages (all are always sent)
     cut: int  # window start used if no summary job succeeds (fallback / truncate / keep)
     job: Job | None = None
-    fitted: Fitted | None = None  # a fit already made during planning, reused when it matches
     started: float = 0.0
     start_cut: int = 0  # the cut this call started from
     cut_tokens: int = 0  # raw tokens of msgs[:start_cut]
@@ -59,8 +66,8 @@ class MaskedPrefix:
 
     key: tuple[int, str | None, int]  # (boundary, placeholder language, tool-output cap)
     base: int  # first history index covered
-    source: list[Any]  # msgs[base:boundary] as they were: reused while these are the same
-    sent: list[Any]  # what the window sends in their place
+    source: list[Message]  # msgs[base:boundary] as they were: reused while these are the same
+    sent: list[Message]  # what the window sends in their place
     edited_before: list[int]  # edited copies in sent[:k], for k in 0..len(sent)
     saved_before: list[int]  # tokens those copies save
 
@@ -76,12 +83,14 @@ class Fitted:
     cut: int
     summary: str  # the summary asked for ("" in the view if it had to be dropped)
     view: View
-    result: Any
+    result: FitResult
 
 
 @dataclass
 class Outcome:
-    text: str | None
+    """What a summarizer call returned (``text``: not checked yet) or why it failed."""
+
+    text: object
     error: str | None
     elapsed_ms: float
 
@@ -90,7 +99,7 @@ class Outcome:
 class View:
     """The virtual list handed to fit: head (system, summary, latest user) + window."""
 
-    messages: list[Any]
+    messages: list[Message]
     source: list[int]  # source index per virtual message, -1 for summary messages
     head_len: int
     summary_idx: list[int]

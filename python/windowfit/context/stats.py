@@ -1,24 +1,7 @@
-"""The stats of one call (``Prepared.stats``).
+"""The stats of one call (``Prepared.stats``; every key is documented on ``PreparedStats``).
 
-``tokens`` (sent, reply priming included), ``tokens_system`` / ``tokens_summary`` /
-``tokens_recent`` (the layers), ``tokens_tools``, ``tokens_total`` (+ tool schemas),
-``tokens_full`` (sending everything), ``tokens_saved``, ``usage_ratio`` (of window - reserve);
-``budget_use`` (sent + tool schemas over the prompt budget); ``left_out`` (why messages were not
-sent verbatim: ``summarized``, ``before_cut`` (evicted, not yet summarized), ``fit`` with
-``fit_reason``; empty when the whole history was sent);
-the budgets (``prompt_budget``, ``history_budget``, ``summary_budget``, ``high_water``,
-``low_water``); ``messages_total`` / ``messages_sent`` / ``messages_dropped`` (not sent
-verbatim) / ``messages_summarized`` / ``messages_pending`` (evicted, not yet summarized);
-``strategy`` (``keep``, ``mask``, ``summarize``, ``truncate``, ``fallback``) and ``strategy_reason``;
-``masked_until`` / ``masked_from`` (when old tool outputs were masked this call: the new
-boundary and the first message changed);
-``summary_triggered``, ``summary_failed``, ``summary_error``, ``summary_ms``,
-``summary_target_tokens``, ``summary_dropped``, ``has_summary``, ``summary_deferred`` (a
-summary is being made off the request path, this call fitted plainly); ``compacted`` (the cut
-moved), ``cut``, ``summarized_until``; ``prefix_tokens_shared`` / ``prefix_messages_shared`` /
-``prefix_shared_ratio`` (identical leading part of the previous call's prompt);
-``tool_outputs_truncated``, ``tool_tokens_truncated``; ``state_reset`` and
-``state_reset_reason`` (why a loaded state was not usable); ``turn``; ``elapsed_ms``.
+Besides the sizes and the plan, it measures how much of the prompt the previous call's prompt
+shared (the provider's prompt cache), from the ``prev`` record the state carries.
 """
 
 from __future__ import annotations
@@ -28,8 +11,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from windowfit.context.plan import Fitted, Plan
+from windowfit.context.config import Settings
+from windowfit.context.plan import Fitted, Plan, View
+from windowfit.context.prepared import LeftOut
 from windowfit.context.window import Windows
+from windowfit.fitting import FitResult
 from windowfit.messages import fingerprint
 
 __all__ = ["Stats"]
@@ -37,36 +23,46 @@ __all__ = ["Stats"]
 logger = logging.getLogger(__name__)
 
 
-class Stats(Windows):
+class Stats:
     """Fills a call's stats, including how much of the prompt the previous call shared."""
 
-    def _fill_stats(self, plan: Plan, fitted: Fitted, prepared: list[Any]) -> None:
+    def __init__(self, settings: Settings, windows: Windows) -> None:
+        self.counter = settings.counter
+        self.priming = settings.priming
+        self.limit = settings.context_window - settings.output_reserve
+        self.keep_recent = settings.keep_recent_tool_outputs
+        self.windows = windows
+
+    def fill(self, plan: Plan, fitted: Fitted, prepared: list[dict[str, Any]]) -> None:
+        """``plan.stats`` completed for the prompt ``prepared``, and ``prev`` for next call."""
         st, stats, c = plan.state, plan.stats, self.counter
         view, r = fitted.view, fitted.result
         n = len(plan.msgs)
         kept = r.kept
-        summary_tokens = self._head_summary_tokens(view)
+        summary_tokens = self.windows.head_summary_tokens(view)
         tokens = int(r.tokens)
-        recent = max(0, tokens - plan.system_tokens - summary_tokens - self._priming)
+        recent = max(0, tokens - plan.system_tokens - summary_tokens - self.priming)
         sent_from_history = len(kept) - len(view.summary_idx)
-        limit = self.context_window - self.output_reserve
+        limit = self.limit
         stats.update(
-            tokens=tokens,
-            tokens_system=plan.system_tokens,
-            tokens_summary=summary_tokens,
-            tokens_recent=recent,
-            tokens_total=tokens + stats["tokens_tools"],
-            usage_ratio=round((tokens + stats["tokens_tools"]) / limit, 4),
-            tokens_saved=max(0, stats["tokens_full"] - tokens - stats["tokens_tools"]),
-            messages_sent=len(prepared),
-            messages_dropped=n - sent_from_history,
-            messages_summarized=int(st["summarized_messages"]),
-            messages_pending=max(0, plan.cut - int(st["summarized_until"])),
-            summarized_until=int(st["summarized_until"]),
-            cut=plan.cut,
-            tool_outputs_truncated=view.truncated,
-            tool_tokens_truncated=view.truncated_tokens,
-            has_summary=bool(fitted.view.summary_idx),
+            {
+                "tokens": tokens,
+                "tokens_system": plan.system_tokens,
+                "tokens_summary": summary_tokens,
+                "tokens_recent": recent,
+                "tokens_total": tokens + stats["tokens_tools"],
+                "usage_ratio": round((tokens + stats["tokens_tools"]) / limit, 4),
+                "tokens_saved": max(0, stats["tokens_full"] - tokens - stats["tokens_tools"]),
+                "messages_sent": len(prepared),
+                "messages_dropped": n - sent_from_history,
+                "messages_summarized": int(st["summarized_messages"]),
+                "messages_pending": max(0, plan.cut - int(st["summarized_until"])),
+                "summarized_until": int(st["summarized_until"]),
+                "cut": plan.cut,
+                "tool_outputs_truncated": view.truncated,
+                "tool_tokens_truncated": view.truncated_tokens,
+                "has_summary": bool(fitted.view.summary_idx),
+            }
         )
         stats.setdefault("summary_dropped", False)
         self._fill_budget_use(plan, r)
@@ -90,7 +86,7 @@ class Stats(Windows):
             shared_msgs, shared_tokens = same, sum(head_tokens[:same])
             if same == len(head_fps) == len(prev_head) and prev.get("start") == start:
                 prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
-                window_tokens = tokens - self._priming - sum(head_tokens)
+                window_tokens = tokens - self.priming - sum(head_tokens)
                 window_count = len(kept) - len(head_kept)
                 k = len(kept) - 1
                 while k >= len(head_kept) and view.source[kept[k]] >= prev_end:
@@ -106,9 +102,11 @@ class Stats(Windows):
                 shared_msgs += more_msgs
                 shared_tokens += more_tokens
         stats.update(
-            prefix_tokens_shared=shared_tokens,
-            prefix_messages_shared=shared_msgs,
-            prefix_shared_ratio=round(shared_tokens / max(1, tokens - self._priming), 4),
+            {
+                "prefix_tokens_shared": shared_tokens,
+                "prefix_messages_shared": shared_msgs,
+                "prefix_shared_ratio": round(shared_tokens / max(1, tokens - self.priming), 4),
+            }
         )
         st["prev"] = {"head": head_fps, "start": start, "end": end, "tools": plan.tools_fp}
         stats["elapsed_ms"] = round((time.perf_counter() - plan.started) * 1000, 3)
@@ -124,7 +122,7 @@ class Stats(Windows):
             stats.get("strategy"),
         )
 
-    def _fill_budget_use(self, plan: Plan, r: Any) -> None:
+    def _fill_budget_use(self, plan: Plan, r: FitResult) -> None:
         """``budget_use`` (sent / prompt budget, the cache-stable window's utilization) and
         ``left_out``: why each message not sent verbatim was left out."""
         stats = plan.stats
@@ -138,7 +136,7 @@ class Stats(Windows):
         pending = max(0, plan.cut - summarized)
         folded = stats["messages_summarized"]
         by_fit = max(0, stats["messages_dropped"] - folded - pending)
-        left_out: dict[str, Any] = {}
+        left_out: LeftOut = {}
         if folded:
             left_out["summarized"] = folded
         if pending:
@@ -151,7 +149,7 @@ class Stats(Windows):
     def _moved_overlap(
         self,
         plan: Plan,
-        view: Any,
+        view: View,
         kept: list[int],
         first: int,
         rest: list[str],
@@ -172,7 +170,7 @@ class Stats(Windows):
         prev_end = self._unchanged_end(plan, int(prev.get("end", 0)))
         while 0 <= src < prev_end and j < len(kept):
             m = view.messages[kept[j]]
-            sent_before = self._sent_at(plan, src)
+            sent_before = self.windows.sent_at(plan, src)
             if m is not sent_before and fingerprint(m) != fingerprint(sent_before):
                 break
             n += c.count_message(m)
@@ -188,12 +186,12 @@ class Stats(Windows):
         prev_end = min(prev_end, len(plan.msgs))
         masked_from = plan.stats.get("masked_from")
         end = min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end
-        want, i = self.keep_recent_tool_outputs, prev_end - 1
-        whole = self._recent_tool_outputs(plan.msgs) if want else set()
+        want, i = self.keep_recent, prev_end - 1
+        whole = self.windows.outputs.recent(plan.msgs) if want else set()
         while want and i >= plan.cut:  # outputs before the window are not sent anyway
             if plan.msgs[i].get("role") == "tool":
                 want -= 1
-                if i not in whole and self._sent_at(plan, i) is not plan.msgs[i]:
+                if i not in whole and self.windows.sent_at(plan, i) is not plan.msgs[i]:
                     end = min(end, i)
             i -= 1
         return end

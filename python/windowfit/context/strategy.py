@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from windowfit.errors import InvalidArgumentError
+
 __all__ = ["PREFERENCES", "StrategyDecision", "choose_strategy"]
 
 PREFERENCES = ("fast", "balanced", "quality")
@@ -50,7 +52,7 @@ def choose_strategy(
     0.2/0.8). Ties go to truncation (no cost, no latency).
     """
     if preference not in _PREFERENCE_WEIGHTS:
-        raise ValueError(f"preference must be one of {PREFERENCES}, not {preference!r}")
+        raise InvalidArgumentError(f"preference must be one of {PREFERENCES}, not {preference!r}")
     if not has_summarizer:
         return StrategyDecision("truncate", "no summarizer configured")
     if preference == "fast":

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from windowfit._core import BudgetError  # the class fit raises
-from windowfit.context.plan import Fitted, Plan, View
-from windowfit.context.tool_outputs import ToolOutputs
-from windowfit.fitting import fit
+from windowfit.context.config import Settings
+from windowfit.context.masker import Masker
+from windowfit.context.plan import Fitted, Message, Plan, View
+from windowfit.context.tool_outputs import ToolOutputCap
+from windowfit.fitting import FitResult, fit
 from windowfit.messages import SYSTEM_ROLES
 from windowfit.summarize import detect_language
 
@@ -21,31 +23,42 @@ __all__ = ["Windows"]
 
 logger = logging.getLogger(__name__)
 
-Message = Mapping[str, Any]
 
+class Windows:
+    """Builds and measures the windows a plan chooses between: the head (system messages, the
+    summary, a held user message) and the recent messages, tool outputs cut and masked."""
 
-class Windows(ToolOutputs):
-    """Builds and measures the windows a plan chooses between."""
+    def __init__(self, settings: Settings, outputs: ToolOutputCap, masker: Masker) -> None:
+        self.counter = settings.counter
+        self.priming = settings.priming
+        self.language = settings.language
+        self.summary_role = settings.summary_role
+        self.stable_prefix = settings.stable_prefix
+        self.max_messages = settings.max_messages
+        self.max_turns = settings.max_turns
+        self.outputs = outputs
+        self.masker = masker
 
-    def _fit_at(self, plan: Plan, cut: int, summary: str, language: str | None = None) -> Fitted:
+    def fit_at(self, plan: Plan, cut: int, summary: str, language: str | None = None) -> Fitted:
         """Fit system + summary + window(cut) to the prompt budget; drop the summary if it
         cannot fit beside the pins (then only BudgetError of the pins themselves escapes)."""
-        view = self._view(plan, cut, summary, language)
+        view = self.view(plan, cut, summary, language)
         r = self._fit(view, plan.budget.prompt_budget)
         if r is None:
             # a held (no longer latest) user message is the first thing to give up
-            view = self._view(plan, cut, summary, language, hold=False)
+            view = self.view(plan, cut, summary, language, hold=False)
             r = self._fit(view, plan.budget.prompt_budget)
         if r is None:
             plan.stats["summary_dropped"] = True
             logger.warning(
                 "the summary does not fit beside the system prompt and latest user message; sending without it"
             )
-            view = self._view(plan, cut, "", language, hold=False)
-            r = self._fit(view, plan.budget.prompt_budget, raise_errors=True)
+            view = self.view(plan, cut, "", language, hold=False)
+            budget = plan.budget.prompt_budget  # a BudgetError of the pins alone is the caller's
+            r = self._whole_if_fits(view, budget, self._fit_view(view, budget))
         return Fitted(cut, summary, view, r)
 
-    def _summary_messages(
+    def summary_messages(
         self, summary: str, st: Mapping[str, Any], language: str | None = None
     ) -> list[dict[str, Any]]:
         if not summary:
@@ -63,35 +76,35 @@ class Windows(ToolOutputs):
             return [{"role": "user", "content": text}, {"role": "assistant", "content": ack}]
         return [{"role": "system", "content": text}]
 
-    def _summary_overhead(self, st: Mapping[str, Any], language: str | None = None) -> int:
-        msgs = self._summary_messages("x", {**st, "summarized_messages": 99999}, language)
+    def summary_overhead(self, st: Mapping[str, Any], language: str | None = None) -> int:
+        msgs = self.summary_messages("x", {**st, "summarized_messages": 99999}, language)
         return sum(self.counter.count_message(m) for m in msgs)
 
-    def _window(self, plan: Plan, lo: int) -> tuple[list[Any], int, int]:
+    def window(self, plan: Plan, lo: int) -> tuple[list[Message], int, int]:
         """``msgs[lo:]`` with oversized tool outputs truncated and, below the mask boundary,
         old ones masked (new dicts, inputs untouched); how many were edited, the tokens saved."""
         msgs = plan.msgs
-        cap = self._tool_cap(plan.budget)
+        cap = self.outputs.cap(plan.budget)
         if cap <= 0:
             return msgs[lo:], 0, 0
-        until = self._mask_until(plan)
+        until = self.masker.until(plan)
         top = max(lo, until)
         if plan.trunc_from < 0 or top < plan.trunc_from:
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
-            whole = self._recent_tool_outputs(msgs)
+            whole = self.outputs.recent(msgs)
             # a recent output is cut only when it alone is over the low-water mark (a window
             # just cut must still hold it; the final fit would otherwise drop its whole round)
             whole_cap = max(cap, plan.budget.low_water)
             for i in range(top, hi):
                 if msgs[i].get("role") == "tool":
-                    cut = self._truncated(msgs, i, whole_cap if i in whole else cap)
+                    cut = self.outputs.truncated(msgs, i, whole_cap if i in whole else cap)
                     if cut is not None:
                         plan.trunc[i] = cut[:2]
             plan.trunc_from = top
         count = saved = 0
         if lo < until:
-            p = self._masked_prefix(plan, lo, until, cap)
+            p = self.masker.prefix(plan, lo, until, cap)
             k = lo - p.base
             window = p.sent[k:]
             window += msgs[until:]
@@ -106,7 +119,7 @@ class Windows(ToolOutputs):
                 saved += tokens
         return window, count, saved
 
-    def _sent_at(self, plan: Plan, i: int) -> Any:
+    def sent_at(self, plan: Plan, i: int) -> Message:
         """What this call's windows send for ``msgs[i]``: its cut or masked copy, or itself."""
         row = plan.trunc.get(i)
         if row is not None:
@@ -116,7 +129,7 @@ class Windows(ToolOutputs):
             return p.sent[i - p.base]
         return plan.msgs[i]
 
-    def _head_user(self, plan: Plan, cut: int) -> int | None:
+    def head_user(self, plan: Plan, cut: int) -> int | None:
         """The user message pinned right after the summary, if the window starts after it.
 
         That is the latest user message; with ``stable_prefix``, while the cut has not moved,
@@ -137,23 +150,23 @@ class Windows(ToolOutputs):
             return held
         return None
 
-    def _view(
+    def view(
         self, plan: Plan, cut: int, summary: str, language: str | None = None, *, hold: bool = True
     ) -> View:
         msgs, st = plan.msgs, plan.state
         head_src = [i for i in plan.system_idx if i < cut]
         head = [msgs[i] for i in head_src]
-        summary_msgs = self._summary_messages(summary, st, language)
+        summary_msgs = self.summary_messages(summary, st, language)
         summary_idx = list(range(len(head), len(head) + len(summary_msgs)))
         head += summary_msgs
         head_src += [-1] * len(summary_msgs)
         pinned = list(summary_idx)
-        user = self._head_user(plan, cut)
+        user = self.head_user(plan, cut)
         if user is not None and (hold or user == plan.last_user):
             pinned.append(len(head))
             head.append(msgs[user])  # the request stays verbatim next to the summary
             head_src.append(user)
-        window, count, saved = self._window(plan, cut)
+        window, count, saved = self.window(plan, cut)
         return View(
             messages=head + window,
             source=head_src + list(range(cut, len(msgs))),
@@ -164,16 +177,17 @@ class Windows(ToolOutputs):
             truncated_tokens=saved,
         )
 
-    def _fit(self, view: View, budget: int, *, raise_errors: bool = False) -> Any:
+    def _fit(self, view: View, budget: int) -> FitResult | None:
+        """The fit of ``view``; None when its pins alone are over ``budget``."""
         try:
             r = self._fit_view(view, budget)
         except BudgetError:
-            if raise_errors or not view.pinned:
+            if not view.pinned:
                 raise
             return None
         return self._whole_if_fits(view, budget, r)
 
-    def _whole_if_fits(self, view: View, budget: int, r: Any) -> Any:
+    def _whole_if_fits(self, view: View, budget: int, r: FitResult) -> FitResult:
         """The whole view when only the start-on-user rule left something out.
 
         Starting on a user message keeps a cut window well formed, but when nothing had to be
@@ -185,7 +199,7 @@ class Windows(ToolOutputs):
         whole = self._fit_view(view, budget, start_on=None)
         return whole if whole.stats["stop_reason"] == "all_fit" else r
 
-    def _fit_view(self, view: View, budget: int, **options: Any) -> Any:
+    def _fit_view(self, view: View, budget: int, **options: Any) -> FitResult:
         """``fit`` of the view with its pins and the configured caps (both fits of a turn)."""
         max_messages, max_turns = self._caps(view)
         return fit(
@@ -213,21 +227,21 @@ class Windows(ToolOutputs):
             None if self.max_turns is None else self.max_turns + turns,
         )
 
-    def _head_summary_tokens(self, view: View) -> int:
+    def head_summary_tokens(self, view: View) -> int:
         return sum(self.counter.count_message(view.messages[i]) for i in view.summary_idx)
 
-    def _cut_for(self, plan: Plan, lo: int, budget: int) -> int:
+    def cut_for(self, plan: Plan, lo: int, budget: int) -> int:
         """Start of the longest recent window of ``msgs[lo:]`` within ``budget`` tokens.
 
         Uses fit's unit logic, so a cut never separates a tool call from its results and, before
         the latest user message, lands on a user message.
         """
-        window, _, _ = self._window(plan, lo)
+        window, _, _ = self.window(plan, lo)
         if not window:
             return lo
         r = fit(
             window,
-            budget + self._priming,
+            budget + self.priming,
             counter=self.counter,
             keep_system=False,
             keep_last_user=False,
@@ -246,8 +260,8 @@ class Windows(ToolOutputs):
             k -= 1
         return lo + k
 
-    def _tokens_between(self, msgs: list[Any], lo: int, hi: int) -> int:
+    def tokens_between(self, msgs: list[Message], lo: int, hi: int) -> int:
         if hi <= lo:
             return 0
         part = [m for m in msgs[lo:hi] if m.get("role") not in SYSTEM_ROLES]
-        return self.counter.count_messages(part) - self._priming if part else 0
+        return self.counter.count_messages(part) - self.priming if part else 0
