@@ -60,15 +60,19 @@ pub fn usage() -> (usize, usize) {
     (TABLES.load(Ordering::Relaxed), ALLOCATED.load(Ordering::Relaxed))
 }
 
-#[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
-struct Set([u128; WAYS]);
+/// Bytes of a set: one cache line.
+const SET_BYTES: usize = WAYS * 16;
 
 /// One thread's table for one vocabulary.
 #[derive(Default)]
 pub struct PieceTable {
-    sets: Vec<Set>,
-    /// `sets.len() - 1`, or 0 with no sets (then every lookup misses and nothing is stored).
+    /// The entries, set after set from `start` (the first 64-byte boundary). Allocated zeroed
+    /// as plain integers, so the allocator hands out fresh zero pages the system maps only
+    /// when a set on them is first written: a thread that counts a little text touches a
+    /// little of its table.
+    slots: Vec<u128>,
+    start: usize,
+    /// Sets - 1, or 0 with no sets (then every lookup misses and nothing is stored).
     mask: usize,
     /// The bound the table was allocated for.
     bound: usize,
@@ -106,43 +110,56 @@ impl PieceTable {
         if n_sets == 0 {
             return;
         }
-        // A failed allocation leaves the table off rather than aborting the process.
-        let mut sets = Vec::new();
-        if sets.try_reserve_exact(n_sets).is_err() {
+        // A failed allocation leaves the table off rather than aborting the process; `vec!`
+        // of zeros asks for zeroed memory, which a larger allocation gets as untouched pages.
+        let len = n_sets * WAYS + WAYS - 1;
+        let Ok(layout) = std::alloc::Layout::array::<u128>(len) else { return };
+        // SAFETY: a non-zero size (n_sets >= 1); checked for null before use.
+        let probe = unsafe { std::alloc::alloc_zeroed(layout) };
+        if probe.is_null() {
             return;
         }
-        sets.resize(n_sets, Set::default());
-        self.sets = sets;
+        // SAFETY: allocated above with the layout of `len` u128s, all zero (valid u128s).
+        let slots = unsafe { Vec::from_raw_parts(probe.cast::<u128>(), len, len) };
+        self.start = (SET_BYTES - slots.as_ptr() as usize % SET_BYTES) % SET_BYTES / 16;
+        self.slots = slots;
         self.mask = n_sets - 1;
         ALLOCATED.fetch_add(self.bytes(), Ordering::Relaxed);
         TABLES.fetch_add(1, Ordering::Relaxed);
     }
 
     fn release(&mut self) {
-        if !self.sets.is_empty() {
+        if !self.slots.is_empty() {
             ALLOCATED.fetch_sub(self.bytes(), Ordering::Relaxed);
             TABLES.fetch_sub(1, Ordering::Relaxed);
-            self.sets = Vec::new();
+            self.slots = Vec::new();
+            self.start = 0;
             self.mask = 0;
         }
     }
 
-    /// Bytes this table holds.
+    /// Bytes this table holds (its sets; the alignment slack is not counted).
     pub fn bytes(&self) -> usize {
-        self.sets.len() * std::mem::size_of::<Set>()
+        if self.slots.is_empty() {
+            0
+        } else {
+            (self.mask + 1) * SET_BYTES
+        }
     }
 
+    /// Where the set of `key` starts in `slots`: the hash's upper bits pick one of `mask + 1`
+    /// sets (a power of two).
     #[inline(always)]
     fn set_of(&self, key: u128) -> usize {
-        // The top bits of the hash; `mask + 1` sets, a power of two.
-        (hash(key) >> 32) as usize & self.mask
+        self.start + (((hash(key) >> 32) as usize & self.mask) * WAYS)
     }
 
     /// The count stored for the packed piece `key`.
     #[inline(always)]
     pub fn get(&self, key: u128) -> Option<usize> {
-        let set = self.sets.get(self.set_of(key))?;
-        set.0.iter().find(|&&e| e & KEY_MASK == key).map(|&e| (e >> COUNT_SHIFT) as usize)
+        let at = self.set_of(key);
+        let set = self.slots.get(at..at + WAYS)?;
+        set.iter().find(|&&e| e & KEY_MASK == key).map(|&e| (e >> COUNT_SHIFT) as usize)
     }
 
     /// Store `count` (at most 15) for `key`, at the front of its set; the set's oldest entry
@@ -151,15 +168,15 @@ impl PieceTable {
     pub fn insert(&mut self, key: u128, count: usize) {
         debug_assert!(count <= 15 && key >> COUNT_SHIFT == 0 && key != 0);
         let at = self.set_of(key);
-        if let Some(set) = self.sets.get_mut(at) {
-            set.0.copy_within(0..WAYS - 1, 1);
-            set.0[0] = key | ((count as u128) << COUNT_SHIFT);
+        if let Some(set) = self.slots.get_mut(at..at + WAYS) {
+            set.copy_within(0..WAYS - 1, 1);
+            set[0] = key | ((count as u128) << COUNT_SHIFT);
         }
     }
 
     /// Entries in use (a scan of the table: for tests and statistics only).
     pub fn len(&self) -> usize {
-        self.sets.iter().map(|s| s.0.iter().filter(|&&e| e != 0).count()).sum()
+        self.slots.iter().filter(|&&e| e != 0).count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,6 +199,7 @@ pub(crate) mod tests {
         let mut t = PieceTable::default();
         t.ready();
         assert_eq!(t.bytes(), 64 * 16);
+        assert_eq!(t.slots[t.start..].as_ptr() as usize % SET_BYTES, 0, "sets on cache lines");
         let keys: Vec<u128> = (0..1000u32).map(|i| pack(format!("p{i}").as_bytes())).collect();
         for (i, &k) in keys.iter().enumerate() {
             t.insert(k, i % 16);
