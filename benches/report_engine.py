@@ -124,22 +124,50 @@ def contenders(name: str, ref: Any, folder: Path) -> dict[str, dict[str, Callabl
     try:
         import toktok
 
+        per_text = getattr(toktok, "count", None)  # per-text count where the version has one
         out["toktok-rs"] = {
-            "single": lambda t: toktok.batch_count([t], name, threads=1)[0],
+            "single": (lambda t: per_text(t, name))
+            if per_text
+            else (lambda t: toktok.batch_count([t], name, threads=1)[0]),
             "batch": lambda ts: toktok.batch_count(ts, name),
         }
     except Exception as e:
         print(f"toktok-rs unavailable: {e}", file=sys.stderr)
     try:
+        import awkward
         import gigatoken
 
-        gt = gigatoken.Tokenizer.from_tiktoken(str(tiktoken_file(ref, name, folder))).as_tiktoken()
+        # its own encoder, not the slower .as_tiktoken() wrapper; it treats special-token
+        # text as special (the corpora hold none)
+        gt = gigatoken.Tokenizer.from_tiktoken(str(tiktoken_file(ref, name, folder)))
         out["gigatoken"] = {
-            "single": lambda t: len(gt.encode_ordinary(t)),
-            "batch": lambda ts: [len(x) for x in gt.encode_ordinary_batch(ts)],
+            "single": lambda t: len(gt.encode(t)),
+            "batch": lambda ts: awkward.num(gt.encode_batch(ts), axis=1).tolist(),
         }
     except Exception as e:
         print(f"gigatoken unavailable: {e}", file=sys.stderr)
+    try:
+        import fastokens
+        from report_field import _flat_counts
+
+        ft = fastokens.Tokenizer.from_tiktoken(str(tiktoken_file(ref, name, folder)), encoding=name)
+        out["fastokens"] = {
+            "single": lambda t: len(ft.encode_ordinary(t)),
+            "batch": lambda ts: _flat_counts(ft.encode_batch_flat(ts)),
+        }
+    except Exception as e:
+        print(f"fastokens unavailable: {e}", file=sys.stderr)
+    try:
+        import splintr
+        from report_field import _flat_counts
+
+        sp = splintr.Tokenizer.from_pretrained(name)
+        out["splintr-rs"] = {
+            "single": lambda t: len(sp.encode_ordinary(t)),
+            "batch": lambda ts: _flat_counts(sp.encode_batch_flat(ts)),
+        }
+    except Exception as e:
+        print(f"splintr-rs unavailable: {e}", file=sys.stderr)
     cold = wf.Counter(encoding=name, cache_entries=0)
     out["windowfit"] = {"single": cold.count, "batch": cold.count_many}
     return out

@@ -19,7 +19,9 @@ use std::hash::{BuildHasher, Hasher};
 use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
 
+mod admit;
 mod held;
+pub use admit::ADMIT_AT_ONCE;
 pub use held::HeldTable;
 
 /// Keys are already uniform 128-bit hashes: hashing them again only costs time, so the
@@ -276,6 +278,14 @@ impl CountCache {
     #[inline]
     pub fn stamp(&self) -> Option<u64> {
         self.map.as_ref().map(|_| self.stamp.load(Ordering::Acquire))
+    }
+
+    /// Whether `text` goes through this cache now (see [`admit`]): always when caching is
+    /// off (the cached paths then only count), else a long text, or a short one this cache
+    /// has probably seen on this thread before.
+    #[inline]
+    pub fn admit(&self, text: &str) -> bool {
+        self.stamp().is_none_or(|stamp| admit::admit(text, stamp))
     }
 
     /// Count a hit answered by a per-thread table, on this thread's own counter.

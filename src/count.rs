@@ -248,7 +248,7 @@ impl Counter {
             Some(cap) => self.compute_message_until(m, cap),
         };
         let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            msgs.par_iter().map(count).collect()
+            crate::parallel::install(|| msgs.par_iter().map(count).collect())
         } else {
             msgs.iter().map(count).collect()
         };
@@ -310,6 +310,9 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
+        if !self.admitted(text) {
+            return self.backend.count(text);
+        }
         self.cache.get_or_insert_text(text, || self.backend.count(text))
     }
 
@@ -345,6 +348,9 @@ impl Counter {
         addr: usize,
         holder: impl FnOnce() -> H,
     ) -> usize {
+        if !text.is_empty() && !self.admitted(text) {
+            return self.scaled(self.backend.count(text));
+        }
         let raw = self.raw_count_hashed(text, hash);
         if let (Some(stamp), Ok(n)) = (self.cache.stamp(), u32::try_from(raw)) {
             held.insert(addr, stamp, text.len(), n, holder);
@@ -352,7 +358,18 @@ impl Counter {
         self.scaled(raw)
     }
 
-    /// Tokens of `text`, cached by content.
+    /// Whether `text` goes through the cache (see [`CountCache::admit`]); a text that does
+    /// not is recorded as a miss, counted and not stored.
+    #[inline]
+    fn admitted(&self, text: &str) -> bool {
+        if self.cache.admit(text) {
+            return true;
+        }
+        self.cache.add_misses(1);
+        false
+    }
+
+    /// Tokens of `text`, cached by content (a short text from its second count on).
     pub fn count(&self, text: &str) -> usize {
         self.scaled(self.raw_count(text))
     }
@@ -380,6 +397,9 @@ impl Counter {
             if t.is_empty() {
                 return (0, None);
             }
+            if !self.cache.admit(t) {
+                return (self.backend.count(t), Some(false));
+            }
             let key = text_key(t);
             match self.cache.peek(key) {
                 Some(n) => (n, Some(true)),
@@ -392,7 +412,7 @@ impl Counter {
         };
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         let raw: Vec<(usize, Option<bool>)> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            texts.par_iter().map(one).collect()
+            crate::parallel::install(|| texts.par_iter().map(one).collect())
         } else {
             texts.iter().map(one).collect()
         };
@@ -417,7 +437,7 @@ impl Counter {
         };
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         let out: Vec<usize> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            texts.par_iter().map(one).collect()
+            crate::parallel::install(|| texts.par_iter().map(one).collect())
         } else {
             texts.iter().map(one).collect()
         };

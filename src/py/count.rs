@@ -18,6 +18,7 @@ use crate::cache::{CountCache, HeldTable, FOLLOW_BUDGET};
 use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
+use crate::tokenize::engine::pieces;
 
 /// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
 /// these arguments; a direct call with a bad pair still gets a clear error, not a default).
@@ -201,6 +202,11 @@ impl PyCounter {
         d.set_item("misses", info.misses)?;
         d.set_item("size", info.size)?;
         d.set_item("capacity", info.capacity)?;
+        // The per-thread piece tables of the embedded encodings: process-wide, shared by
+        // every counter (the bound each thread's table follows, and the bytes all hold now).
+        let (_, piece_bytes) = pieces::usage();
+        d.set_item("piece_cache_entries", pieces::entries())?;
+        d.set_item("piece_cache_bytes", piece_bytes)?;
         Ok(d)
     }
 
@@ -309,6 +315,21 @@ fn _set_front_cache_bytes(n: usize) {
     crate::cache::set_front_bytes(n)
 }
 
+/// Entries of each thread's piece table from now on (0 turns it off); `windowfit` validates
+/// the bound and sets it from `WINDOWFIT_PIECE_CACHE_ENTRIES` or a `Counter`'s argument.
+#[pyfunction]
+fn _set_piece_cache_entries(n: usize) {
+    pieces::set_entries(n)
+}
+
+/// `(bound, tables, bytes)` of the per-thread piece tables: the entries each follows, the
+/// tables allocated now (one per thread and vocabulary that counted) and their bytes.
+#[pyfunction]
+fn _piece_cache_stats() -> (usize, usize, usize) {
+    let (tables, bytes) = pieces::usage();
+    (pieces::entries(), tables, bytes)
+}
+
 /// A tiktoken-shaped view of an embedded encoding: `encode`, `decode`, `count`.
 #[pyclass(module = "windowfit._core", name = "Encoding", frozen)]
 pub struct PyEncoding {
@@ -344,8 +365,12 @@ impl PyEncoding {
         let texts = extract_texts(texts)?;
         let backend = self.counter.get().inner.backend().clone();
         guarded("encode_batch", || {
-            py.detach(|| texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>())
-                .map_err(PyErr::from)
+            py.detach(|| {
+                crate::parallel::install(|| {
+                    texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .map_err(PyErr::from)
         })
     }
 
@@ -427,5 +452,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_held_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(_set_front_cache_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_message_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_piece_cache_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(_piece_cache_stats, m)?)?;
     Ok(())
 }

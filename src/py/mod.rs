@@ -18,6 +18,8 @@ use pyo3::types::PyTuple;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // Before any parallel work: the process whose global thread pool it may use.
+    crate::parallel::claim_home();
     count::register(m)?;
     fast_count::register(m)?;
     fit::register(m)?;

@@ -21,9 +21,10 @@ pub fn count_text(backend: &dyn Backend, text: &str) -> usize {
     if backend.counts_in_parallel() {
         return backend.count(text);
     }
-    if text.len() >= PARALLEL_COUNT_MIN_BYTES && backend.is_exact() && rayon::current_num_threads() > 1 {
-        let chunks = (rayon::current_num_threads() * 4).min(text.len() / PARALLEL_CHUNK_MIN_BYTES);
-        if let Some(n) = count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES) {
+    if text.len() >= PARALLEL_COUNT_MIN_BYTES && backend.is_exact() && crate::parallel::threads() > 1 {
+        let chunks = (crate::parallel::threads() * 4).min(text.len() / PARALLEL_CHUNK_MIN_BYTES);
+        let counted = crate::parallel::install(|| count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES));
+        if let Some(n) = counted {
             return n;
         }
     }

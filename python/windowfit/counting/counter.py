@@ -166,7 +166,14 @@ class Counter(_core.Counter):
     files: ``Counter.from_tiktoken_file(...)``, ``Counter.from_tokenizer_json(...)``; estimate:
     ``Counter.heuristic()``. Counters of one tokenizer share one cache unless a private
     bound is given: ``cache_entries`` (0 disables caching) or ``cache_bytes`` (about 80 bytes
-    an entry).
+    an entry). A short text enters the cache on its second count (a text counted once is not
+    worth an entry); one of 2 KB or more on its first.
+
+    ``piece_cache_entries`` bounds the per-thread tables of pieces (words, identifiers,
+    indentation) and their counts that the embedded encodings keep for every counter of the
+    process: default 2**19 entries (8 MiB per thread and encoding that counts), 0 turns them
+    off, at most 2**28; also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies,
+    process-wide; ``cache_info()`` reports it and the bytes the tables hold.
     """
 
     # No instance __dict__ (``model`` is kept by the core): nothing per instance to look
@@ -181,6 +188,7 @@ class Counter(_core.Counter):
         strict: bool = False,
         cache_entries: int | None = None,
         cache_bytes: int | None = None,
+        piece_cache_entries: int | None = None,
         _spec: Mapping[str, Any] | None = None,
     ) -> Counter:
         fmt: dict[str, Any] = {}
@@ -207,9 +215,11 @@ class Counter(_core.Counter):
         if cache_entries is not None and cache_bytes is not None:
             raise InvalidArgumentError("give cache_entries or cache_bytes, not both")
         if cache_entries is not None:
-            cache_entries = count_arg("cache_entries", cache_entries)
+            cache_entries = cache_bound("cache_entries", cache_entries, MAX_CACHE_ENTRIES)
         if cache_bytes is not None:
-            cache_bytes = count_arg("cache_bytes", cache_bytes)
+            cache_bytes = cache_bound("cache_bytes", cache_bytes, MAX_CACHE_ENTRIES * 80)
+        if piece_cache_entries is not None:
+            set_piece_cache_entries(piece_cache_entries)
         kind = spec.pop("kind")
         source = spec.pop("source", None)
         return super().__new__(
@@ -294,6 +304,46 @@ class Counter(_core.Counter):
 # parsing): CPython's specialised call reaches a method directly only when it is defined on
 # the object's own type, and a warm count of a tiny text is mostly the cost of that call.
 _core._fast_count(Counter)
+
+
+#: The largest ``cache_entries`` accepted: 2**32 counts (some 340 GB of cache at most).
+MAX_CACHE_ENTRIES = 2**32
+#: The largest ``piece_cache_entries``: 2**28 (4 GiB per thread and encoding).
+MAX_PIECE_CACHE_ENTRIES = 2**28
+
+
+def cache_bound(name: str, value: Any, maximum: int) -> int:
+    """``value`` as a cache bound in ``0..=maximum`` (0: off), or an error naming ``name``."""
+    n = count_arg(name, value)
+    if n > maximum:
+        raise InvalidArgumentError(f"{name} must be at most {maximum:,}, got {n:,}")
+    return n
+
+
+def set_piece_cache_entries(entries: int) -> None:
+    """Bound every thread's table of pieces and counts (process-wide; 0 turns it off)."""
+    _core._set_piece_cache_entries(
+        cache_bound("piece_cache_entries", entries, MAX_PIECE_CACHE_ENTRIES)
+    )
+
+
+def _piece_cache_entries() -> None:
+    """``WINDOWFIT_PIECE_CACHE_ENTRIES``: entries of each thread's piece table (see
+    ``Counter``); a value that is not a valid bound is logged and ignored."""
+    raw = os.environ.get("WINDOWFIT_PIECE_CACHE_ENTRIES", "").strip()
+    if not raw:
+        return
+    try:
+        set_piece_cache_entries(int(raw))
+    except (ValueError, TypeError):
+        logger.warning(
+            "WINDOWFIT_PIECE_CACHE_ENTRIES=%r is not a count in 0..=%d; ignored",
+            raw,
+            MAX_PIECE_CACHE_ENTRIES,
+        )
+
+
+_piece_cache_entries()
 
 
 def _front_cache_bytes() -> None:
@@ -394,7 +444,12 @@ def shared_counter(model: str) -> Counter:
 
 def count(text: str, model: str = "gpt-4o") -> int:
     """Tokens of ``text`` for ``model``, with a shared cached counter per model."""
-    return shared_counter(model).count(text)
+    # A counter once made is never replaced: a plain dict read (atomic) finds it without
+    # the lock, so this costs a call more than ``Counter.count``, not a lock round trip.
+    counter = _shared.get(model)
+    if counter is None:
+        counter = shared_counter(model)
+    return counter.count(text)
 
 
 def resolve_counter(counter: Counter | None, model: str | None, default: str = "gpt-4o") -> Counter:

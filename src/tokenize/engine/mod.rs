@@ -2,19 +2,22 @@
 //! by heart (cl100k_base, o200k_base).
 //!
 //! Per piece of the hand-written split ([`split`]), in order of cost:
-//! 0. the piece was seen a moment ago on this thread: one compare in a small direct-mapped
-//!    table of recent pieces and their counts;
-//! 1. the piece is one token (a word with its leading space, usually): one probe of the
-//!    vocabulary, which doubles as a cache pre-seeded with every token;
-//! 2. the piece was merged before on this thread: one probe of a per-thread cache of short
-//!    pieces packed inline (no allocation, no lock);
+//! 1. the piece was counted before on this thread: one probe of one line of a bounded
+//!    per-thread table of short pieces packed inline with their counts ([`pieces`]), large
+//!    enough for a working vocabulary of code and prose;
+//! 2. the piece is one token (a word with its leading space, usually): one probe of the
+//!    vocabulary;
 //! 3. byte-pair merge ([`bpe`]).
+//!
+//! Pieces longer than a packed key are looked up in the vocabulary, then in a smaller
+//! per-thread map by their bytes.
 //!
 //! Counting never builds ids, and `count_until` stops once a limit is passed.
 
 pub mod bpe;
 pub mod classes;
 pub mod merges;
+pub mod pieces;
 pub mod split;
 pub mod vocab;
 
@@ -26,11 +29,6 @@ pub use split::{Pattern, Splitter};
 pub use vocab::Vocab;
 use vocab::{pack, SHORT};
 
-/// Cached short pieces per thread and vocabulary before that cache is emptied (a quarter of
-/// this for longer pieces): a few MB, and far more distinct multi-token pieces than a
-/// working set of agent text holds.
-const CACHE_ENTRIES: usize = 1 << 17;
-
 /// Vocabularies the per-thread caches are kept apart for (one slot each).
 pub const SLOTS: usize = 2;
 
@@ -38,41 +36,16 @@ pub const SLOTS: usize = 2;
 /// this length; past it a piece is rare enough, and its merge long enough, not to bother.
 const LONG_CACHED: usize = 256;
 
-/// Slots of the per-thread table of recent short pieces (16 bytes each: 1 MiB, a core's L2).
-/// Source code holds more distinct short pieces than 2^14 slots keep, and each miss is a
-/// probe of the vocabulary's map in L3; at 2^16 a long text counts 5-9% faster (A/B,
-/// 10 MB of source, one and two threads) and dialog and prose no slower.
-const FRONT: usize = 1 << 16;
+/// Longer pieces cached per thread and vocabulary before that map is emptied: at most this,
+/// and a sixteenth of the short-piece bound ([`pieces::entries`]; none when that is 0).
+const LONG_ENTRIES: usize = 1 << 15;
 
-/// A front-table entry is the packed piece with its count in the top four bits, which
-/// packing leaves zero: the length byte is at most 15, and so is the count of a piece of
-/// at most 15 bytes.
-const COUNT_SHIFT: u32 = 124;
-
-/// One thread's caches for one vocabulary: short pieces packed inline, longer ones by bytes,
-/// and in front of everything a small direct-mapped table of recent short pieces with their
-/// counts. Most pieces repeat one seen a moment ago (keywords, indentation, common words):
-/// the table answers them with one compare from a few cache lines, before the vocabulary's
-/// map of several MB (a likely cache miss per piece) or the merge cache.
+/// One thread's caches for one vocabulary: short pieces packed inline in a bounded table,
+/// longer ones by their bytes.
+#[derive(Default)]
 struct PieceCache {
-    front: Box<[u128; FRONT]>,
-    short: FxHashMap<u128, u32>,
+    table: pieces::PieceTable,
     long: FxHashMap<Box<[u8]>, u32>,
-}
-
-impl Default for PieceCache {
-    fn default() -> Self {
-        // No piece packs to 0 (the length is part of the key), so zeroed slots are empty.
-        let front = vec![0u128; FRONT].into_boxed_slice().try_into().expect("FRONT slots");
-        Self { front, short: FxHashMap::default(), long: FxHashMap::default() }
-    }
-}
-
-/// The front-table slot of a packed piece: a multiplicative hash of both halves.
-#[inline(always)]
-fn front_slot(key: u128) -> usize {
-    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - FRONT.trailing_zeros())) as usize
 }
 
 thread_local! {
@@ -141,8 +114,12 @@ impl Engine {
             return n as usize;
         }
         let n = bpe::count(piece, |b| self.rank(b));
-        if cache.long.len() >= CACHE_ENTRIES / 4 {
+        let bound = LONG_ENTRIES.min(pieces::entries() / 16);
+        if cache.long.len() >= bound {
             cache.long.clear();
+            if bound == 0 {
+                return n;
+            }
         }
         cache.long.insert(piece.into(), n as u32);
         n
@@ -154,36 +131,29 @@ impl Engine {
             return self.count_long(cache, piece);
         }
         let key = pack(piece);
-        let slot = front_slot(key);
-        let entry = cache.front[slot];
-        if entry & !(0xF << COUNT_SHIFT) == key {
-            return (entry >> COUNT_SHIFT) as usize;
+        if let Some(n) = cache.table.get(key) {
+            return n;
         }
-        let n = self.count_short(cache, piece, key);
-        debug_assert!(n <= SHORT && key >> COUNT_SHIFT == 0);
-        cache.front[slot] = key | ((n as u128) << COUNT_SHIFT);
+        let n = self.count_short(piece, key);
+        cache.table.insert(key, n);
         n
     }
 
-    /// Tokens of a short piece the front table missed.
+    /// Tokens of a short piece the table missed.
     #[inline(always)]
-    fn count_short(&self, cache: &mut PieceCache, piece: &[u8], key: u128) -> usize {
+    fn count_short(&self, piece: &[u8], key: u128) -> usize {
         if self.vocab.rank_packed(key).is_some() {
             return 1;
         }
-        if let Some(&n) = cache.short.get(&key) {
-            return n as usize;
-        }
-        let n = bpe::count(piece, |b| self.rank(b));
-        if cache.short.len() >= CACHE_ENTRIES {
-            cache.short.clear();
-        }
-        cache.short.insert(key, n as u32);
-        n
+        bpe::count(piece, |b| self.rank(b))
     }
 
     fn with_cache<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
-        PIECES.with(|slots| f(&mut slots[self.slot].borrow_mut()))
+        PIECES.with(|slots| {
+            let mut cache = slots[self.slot].borrow_mut();
+            cache.table.ready();
+            f(&mut cache)
+        })
     }
 
     pub fn count_piece(&self, piece: &str) -> usize {
@@ -193,7 +163,8 @@ impl Engine {
     pub fn count(&self, text: &str) -> usize {
         if text.len() >= PARALLEL_MIN {
             use rayon::prelude::*;
-            return chunks(text, PARALLEL_CHUNK).par_iter().map(|c| self.count_serial(c)).sum();
+            let parts = chunks(text, PARALLEL_CHUNK);
+            return crate::parallel::install(|| parts.par_iter().map(|c| self.count_serial(c)).sum());
         }
         self.count_serial(text)
     }
@@ -261,8 +232,10 @@ mod tests {
 
     #[test]
     fn cached_counts_equal_fresh_merges() {
-        // Far more distinct short pieces than the front table has slots, so slots are shared
-        // and overwritten; every count, first or cached, must equal a merge of its own.
+        // Far more distinct short pieces than a small table holds, so sets overflow and
+        // entries are pushed out; every count, first or cached, must equal a merge of its own.
+        let _guard = pieces::tests::BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        pieces::set_entries(1024);
         let mut next = split::tests::xorshift();
         let alphabet = b"abcdefghij _=(";
         let pieces: Vec<Vec<u8>> = (0..20_000)
@@ -285,6 +258,7 @@ mod tests {
                 }
             }
         }
+        pieces::set_entries(pieces::DEFAULT_ENTRIES);
     }
 
     #[test]

@@ -1,0 +1,96 @@
+//! Which texts the count cache takes in: a short text on its second sight, a long one at once.
+//!
+//! Caching a short text costs more than counting it would save if it never comes back:
+//! hashing it twice (the caller's hash for the front table, xxh3 for the shared map), a lookup
+//! and an insert in the shared map, a copy into the front table, a reference held. An agent's
+//! history re-counts the same texts every turn, but most texts a process counts once are
+//! never seen again. So the first count of a short text only notes a cheap fingerprint of it
+//! (length and three 8-byte words, no pass over the text) in a small per-thread table; a text
+//! whose fingerprint is there goes through the cache. A fingerprint shared by two texts only
+//! sends the second one through the cache early: counts never depend on it.
+//!
+//! Long texts are admitted on first sight: their hash is small beside their count, and a
+//! second full count of a long text would cost far more than a cache entry.
+
+use std::cell::RefCell;
+
+/// Texts of at least this many bytes are cached on first sight.
+pub const ADMIT_AT_ONCE: usize = 2048;
+
+/// Fingerprints a thread remembers (8 bytes each: 128 KiB, allocated on first use).
+const SEEN_SLOTS: usize = 1 << 14;
+
+thread_local! {
+    static SEEN: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Length and the first, middle and last 8 bytes of `b`, mixed; never 0 (an empty slot).
+#[inline]
+fn fingerprint(b: &[u8]) -> u64 {
+    let n = b.len();
+    let word = |at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        let end = (at + 8).min(n);
+        w[..end - at].copy_from_slice(&b[at..end]);
+        u64::from_le_bytes(w)
+    };
+    let (first, middle, last) = if n >= 8 { (word(0), word((n - 8) / 2), word(n - 8)) } else { (word(0), 0, 0) };
+    let mixed = (first ^ middle.rotate_left(21) ^ last.rotate_left(42)).wrapping_add(n as u64);
+    (mixed ^ (mixed >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+/// Whether `text` goes through the cache whose contents `stamp` names: long, or (probably)
+/// seen by that cache on this thread before. A short text seen for the first time is noted
+/// and answered no. The stamp is part of the fingerprint, so each cache (and each cache after
+/// a clear) admits a text on its own second sight.
+#[inline]
+pub fn admit(text: &str, stamp: u64) -> bool {
+    if text.len() >= ADMIT_AT_ONCE {
+        return true;
+    }
+    let fp = fingerprint(text.as_bytes()) ^ stamp.wrapping_mul(0xD6E8_FEB8_6659_FD93) << 1;
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if seen.is_empty() {
+            seen.resize(SEEN_SLOTS, 0);
+        }
+        let slot = &mut seen[(fp >> (64 - SEEN_SLOTS.trailing_zeros())) as usize];
+        let known = *slot == fp;
+        *slot = fp;
+        known
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_text_is_admitted_on_its_second_sight() {
+        let text = "a short text, never seen by this test before";
+        assert!(!admit(text, 1));
+        assert!(admit(text, 1));
+        assert!(admit(text, 1));
+        let other = "another short text of the same kind";
+        assert!(!admit(other, 1));
+        assert!(admit(other, 1));
+        // another cache (or this one after a clear) has not seen it
+        assert!(!admit(text, 2));
+        assert!(admit(text, 2));
+    }
+
+    #[test]
+    fn a_long_text_is_admitted_at_once() {
+        let text = "x".repeat(ADMIT_AT_ONCE);
+        assert!(admit(&text, 1));
+        assert!(!admit(&text[1..], 1));
+    }
+
+    #[test]
+    fn fingerprints_tell_texts_apart_by_length_and_ends() {
+        let texts = ["", "a", "ab", "abcdefgh", "abcdefghi", "xbcdefgh", "abcdefgx", "hello world and more"];
+        let prints: std::collections::HashSet<u64> = texts.iter().map(|t| fingerprint(t.as_bytes())).collect();
+        assert_eq!(prints.len(), texts.len());
+        assert!(prints.iter().all(|&p| p != 0));
+    }
+}

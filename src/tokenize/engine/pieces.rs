@@ -1,0 +1,251 @@
+//! The per-thread table of short pieces and their counts, asked before the vocabulary and
+//! before any merge.
+//!
+//! A long-running process meets the same few hundred thousand distinct pieces again and
+//! again (identifiers, keywords, indentation, words with their leading space); once a piece
+//! is in this table its count costs one probe of one 64-byte line, whatever its length and
+//! however many tokens it merges into. Pieces of up to 15 bytes are stored inline, packed
+//! into one `u128` with their length ([`super::vocab::pack`]), with the count in the top four
+//! bits: no allocation, no pointer, no lock.
+//!
+//! The table is set-associative, four entries to a set and a set to a cache line. A new
+//! entry goes to the front of its set and pushes the oldest out, so a set holds the four
+//! pieces that reached it last: bounded memory, no global sweep, no reset that would lose
+//! the whole working vocabulary at once.
+//!
+//! Its size is the process-wide bound [`set_entries`] (from `WINDOWFIT_PIECE_CACHE_ENTRIES`
+//! or a `Counter`'s `piece_cache_entries`), read when a thread's table is allocated: the
+//! table of a thread follows a new bound at its next count, emptied.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Entries of a set: four `u128`, one 64-byte line.
+pub const WAYS: usize = 4;
+
+/// Default entries of each thread's table per vocabulary: 2^19 (8 MiB, allocated on the
+/// first count). The source code and dialog corpora of the benchmarks hold some 10^5
+/// distinct short pieces per encoding; at a quarter of the default a set evicts a piece
+/// still in use only rarely, where the former 2^16-slot table lost most of them on code.
+pub const DEFAULT_ENTRIES: usize = 1 << 19;
+
+/// The largest bound accepted: 2^28 entries, 4 GiB per thread and vocabulary.
+pub const MAX_ENTRIES: usize = 1 << 28;
+
+/// A count is stored in the top four bits of an entry, which packing leaves zero (the
+/// length byte is at most 15, and so is the count of a piece of at most 15 bytes).
+const COUNT_SHIFT: u32 = 124;
+const KEY_MASK: u128 = !(0xF << COUNT_SHIFT);
+
+static ENTRIES: AtomicUsize = AtomicUsize::new(DEFAULT_ENTRIES);
+
+/// Bytes of piece tables allocated now, over all threads and vocabularies.
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+
+/// Tables allocated now (one per thread that counted, per vocabulary).
+static TABLES: AtomicUsize = AtomicUsize::new(0);
+
+/// Set the entries of each thread's table from now on (rounded up to whole sets and a power
+/// of two; 0 turns the table off). Callers validate: at most [`MAX_ENTRIES`].
+pub fn set_entries(entries: usize) {
+    ENTRIES.store(entries.min(MAX_ENTRIES), Ordering::Relaxed);
+}
+
+/// The bound each thread's table follows.
+pub fn entries() -> usize {
+    ENTRIES.load(Ordering::Relaxed)
+}
+
+/// `(tables, bytes)` of all piece tables allocated now.
+pub fn usage() -> (usize, usize) {
+    (TABLES.load(Ordering::Relaxed), ALLOCATED.load(Ordering::Relaxed))
+}
+
+/// Bytes of a set: one cache line.
+const SET_BYTES: usize = WAYS * 16;
+
+/// One thread's table for one vocabulary.
+#[derive(Default)]
+pub struct PieceTable {
+    /// The entries, set after set from `start` (the first 64-byte boundary). Allocated zeroed
+    /// as plain integers, so the allocator hands out fresh zero pages the system maps only
+    /// when a set on them is first written: a thread that counts a little text touches a
+    /// little of its table.
+    slots: Vec<u128>,
+    start: usize,
+    /// Sets - 1, or 0 with no sets (then every lookup misses and nothing is stored).
+    mask: usize,
+    /// The bound the table was allocated for.
+    bound: usize,
+}
+
+impl Drop for PieceTable {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The set of a packed piece: a multiplicative hash of both halves, top bits.
+#[inline(always)]
+fn hash(key: u128) -> u64 {
+    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+    x.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl PieceTable {
+    /// Make the table follow the current bound: allocated (zeroed, so every entry is empty:
+    /// no piece packs to 0) on the first count, reallocated empty after a change.
+    #[inline(always)]
+    pub fn ready(&mut self) {
+        let bound = entries();
+        if bound != self.bound {
+            self.resize(bound);
+        }
+    }
+
+    #[cold]
+    fn resize(&mut self, bound: usize) {
+        self.release();
+        self.bound = bound;
+        let n_sets = if bound == 0 { 0 } else { (bound.div_ceil(WAYS)).next_power_of_two() };
+        if n_sets == 0 {
+            return;
+        }
+        // A failed allocation leaves the table off rather than aborting the process; `vec!`
+        // of zeros asks for zeroed memory, which a larger allocation gets as untouched pages.
+        let len = n_sets * WAYS + WAYS - 1;
+        let Ok(layout) = std::alloc::Layout::array::<u128>(len) else { return };
+        // SAFETY: a non-zero size (n_sets >= 1); checked for null before use.
+        let probe = unsafe { std::alloc::alloc_zeroed(layout) };
+        if probe.is_null() {
+            return;
+        }
+        // SAFETY: allocated above with the layout of `len` u128s, all zero (valid u128s).
+        let slots = unsafe { Vec::from_raw_parts(probe.cast::<u128>(), len, len) };
+        self.start = (SET_BYTES - slots.as_ptr() as usize % SET_BYTES) % SET_BYTES / 16;
+        self.slots = slots;
+        self.mask = n_sets - 1;
+        ALLOCATED.fetch_add(self.bytes(), Ordering::Relaxed);
+        TABLES.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn release(&mut self) {
+        if !self.slots.is_empty() {
+            ALLOCATED.fetch_sub(self.bytes(), Ordering::Relaxed);
+            TABLES.fetch_sub(1, Ordering::Relaxed);
+            self.slots = Vec::new();
+            self.start = 0;
+            self.mask = 0;
+        }
+    }
+
+    /// Bytes this table holds (its sets; the alignment slack is not counted).
+    pub fn bytes(&self) -> usize {
+        if self.slots.is_empty() {
+            0
+        } else {
+            (self.mask + 1) * SET_BYTES
+        }
+    }
+
+    /// Where the set of `key` starts in `slots`: the hash's upper bits pick one of `mask + 1`
+    /// sets (a power of two).
+    #[inline(always)]
+    fn set_of(&self, key: u128) -> usize {
+        self.start + (((hash(key) >> 32) as usize & self.mask) * WAYS)
+    }
+
+    /// The count stored for the packed piece `key`.
+    #[inline(always)]
+    pub fn get(&self, key: u128) -> Option<usize> {
+        let at = self.set_of(key);
+        let set = self.slots.get(at..at + WAYS)?;
+        set.iter().find(|&&e| e & KEY_MASK == key).map(|&e| (e >> COUNT_SHIFT) as usize)
+    }
+
+    /// Store `count` (at most 15) for `key`, at the front of its set; the set's oldest entry
+    /// is dropped.
+    #[inline(always)]
+    pub fn insert(&mut self, key: u128, count: usize) {
+        debug_assert!(count <= 15 && key >> COUNT_SHIFT == 0 && key != 0);
+        let at = self.set_of(key);
+        if let Some(set) = self.slots.get_mut(at..at + WAYS) {
+            set.copy_within(0..WAYS - 1, 1);
+            set[0] = key | ((count as u128) << COUNT_SHIFT);
+        }
+    }
+
+    /// Entries in use (a scan of the table: for tests and statistics only).
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|&&e| e != 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::vocab::pack;
+    use super::*;
+
+    /// The bound is process-wide: tests that change it hold this lock.
+    pub(crate) static BOUND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn stores_and_finds_counts_within_its_bound() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(64);
+        let mut t = PieceTable::default();
+        t.ready();
+        assert_eq!(t.bytes(), 64 * 16);
+        assert_eq!(t.slots[t.start..].as_ptr() as usize % SET_BYTES, 0, "sets on cache lines");
+        let keys: Vec<u128> = (0..1000u32).map(|i| pack(format!("p{i}").as_bytes())).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            t.insert(k, i % 16);
+            assert_eq!(t.get(k), Some(i % 16), "just stored");
+        }
+        // Bounded: at most the bound is kept, and whatever is found is what was stored.
+        assert!(t.len() <= 64);
+        let found = keys.iter().enumerate().filter(|(i, &k)| t.get(k).inspect(|&n| assert_eq!(n, i % 16)).is_some());
+        assert_eq!(found.count(), t.len());
+        set_entries(DEFAULT_ENTRIES);
+    }
+
+    #[test]
+    fn zero_keeps_nothing_and_a_new_bound_reallocates_empty() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(0);
+        let mut t = PieceTable::default();
+        t.ready();
+        let k = pack(b"hello");
+        t.insert(k, 2);
+        assert_eq!((t.get(k), t.bytes()), (None, 0));
+        set_entries(5); // rounded up to whole sets, a power of two
+        t.ready();
+        assert_eq!(t.bytes(), 2 * 64);
+        t.insert(k, 2);
+        assert_eq!(t.get(k), Some(2));
+        set_entries(16);
+        t.ready();
+        assert_eq!((t.get(k), t.bytes()), (None, 256));
+        set_entries(DEFAULT_ENTRIES);
+    }
+
+    #[test]
+    fn a_set_keeps_the_last_four_pieces_that_reached_it() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(WAYS); // one set: every piece shares it
+        let mut t = PieceTable::default();
+        t.ready();
+        let keys: Vec<u128> = ["a", "bb", "ccc", "dddd", "eeeee"].iter().map(|s| pack(s.as_bytes())).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            t.insert(k, i + 1);
+        }
+        assert_eq!(t.get(keys[0]), None);
+        for (i, &k) in keys.iter().enumerate().skip(1) {
+            assert_eq!(t.get(k), Some(i + 1));
+        }
+        set_entries(DEFAULT_ENTRIES);
+    }
+}
