@@ -27,6 +27,7 @@ from windowfit.counting import (
 from windowfit.errors import (
     ArgumentTypeError,
     BudgetError,
+    DisallowedSpecialTokenError,
     InvalidMessageError,
     MessageTypeError,
     UnknownEncodingError,
