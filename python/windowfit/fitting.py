@@ -16,6 +16,7 @@ from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
+from windowfit.messages import plain_message
 from windowfit.truncation import truncate
 
 __all__ = ["FitResult", "FitStats", "fit", "repair"]
@@ -159,20 +160,22 @@ def _cap(name: str, value: Any) -> int | None:
 def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
     """A copy of ``message`` without the tool calls in ``call_ids`` (OpenAI or Anthropic)."""
     drop = set(call_ids)
-    copy = dict(message)
+    copy = dict(plain_message(message))
     if copy.get("tool_calls"):
-        calls = [c for c in copy["tool_calls"] if c.get("id") not in drop]
+        calls = [c for c in copy["tool_calls"] if plain_message(c).get("id") not in drop]
         if calls:
             copy["tool_calls"] = calls
         else:
             copy.pop("tool_calls")
     if isinstance(copy.get("content"), list):
-        copy["content"] = [
-            p
-            for p in copy["content"]
-            if not (isinstance(p, dict) and p.get("type") == "tool_use" and p.get("id") in drop)
-        ]
+        copy["content"] = [p for p in copy["content"] if not _is_call_in(p, drop)]
     return copy
+
+
+def _is_call_in(part: Any, ids: set[str]) -> bool:
+    """Whether content ``part`` is an Anthropic ``tool_use`` block with an id in ``ids``."""
+    p = plain_message(part)
+    return isinstance(p, Mapping) and p.get("type") == "tool_use" and p.get("id") in ids
 
 
 def _empty(budget: int | None) -> FitResult:

@@ -38,6 +38,7 @@ from windowfit.context.plan import MaskedPrefix
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.messages import plain_messages
 from windowfit.models import UnknownModelError, get_model
 from windowfit.observation import DEFAULT_DIRECTION, ObservationTruncator
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer
@@ -367,7 +368,7 @@ class Settings:
             raise TypeError(
                 f"messages must be a list of message dicts, not {type(messages).__name__}"
             )
-        return messages if isinstance(messages, list) else list(messages)
+        return plain_messages(messages if isinstance(messages, list) else list(messages))
 
     def _budget(self, system_tokens: int, tools_tokens: int) -> Budget:
         system = max(system_tokens, self.system_reserve or 0)
