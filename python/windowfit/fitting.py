@@ -227,12 +227,15 @@ def _result(
         for i, ids in stripped:
             chosen[where[i]] = _stripped(messages[i], ids)
     tokens = raw.tokens if kept else 0  # an empty prompt primes no reply
-    extra = {
+    extra: dict[str, Any] = {
         "results_truncated": results_truncated,  # fit's oversize handling sets these two
         "round_dropped": round_dropped,
         "budget": budget,
         "tokens": tokens,
     }
+    if (results_truncated or round_dropped) and raw.stop_reason == "all_fit":
+        # the budget bound the window, though what is left of the cut round then fit whole
+        extra["stop_reason"] = "budget"
     stats = FitStats._of(raw, extra, counter, messages, dropped)
     return FitResult(chosen, kept, dropped, tokens, budget, stats)
 
@@ -323,17 +326,24 @@ def fit(
             history, truncated = shrunk
             raw = _core.fit_indices(c, history, b, **options)
             lost = raw.round_lost
-    if lost:  # left out although the caller asked to cut it: worth a warning
-        logger.log(
-            logging.INFO if oversize == "drop" else logging.WARNING,
-            "fit: the round in progress (%d messages, %d to %d) does not fit in budget %d: "
-            "left out",
-            len(lost),
-            lost[0],
-            lost[-1],
-            b,
-        )
+    if lost:
+        _log_round_cut(raw.round_start, len(history), lost, b)
     return _result(history, raw, b, c, truncated, len(lost))
+
+
+def _log_round_cut(start: int, end: int, lost: list[int], budget: int) -> None:
+    """Say what part of an oversized round in progress was kept. INFO, not a warning: the
+    window is still valid, and the caller reads the same facts in ``stats``."""
+    logger.info(
+        "fit: the round in progress (messages %d to %d) is larger than budget %d: kept %d of "
+        "its messages, left out %d (%s)",
+        start,
+        end - 1,
+        budget,
+        end - start - len(lost),
+        len(lost),
+        f"{lost[0]} to {lost[-1]}" if len(lost) > 1 else lost[0],
+    )
 
 
 def _shrink_round(
