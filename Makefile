@@ -72,24 +72,28 @@ $(VENV)/.deps: requirements-dev.txt requirements-demo.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.demo-deps
 
+# pip, run by maturin, lists every optional dependency it skips ("Ignoring anthropic:
+# markers 'extra == ...' don't match"); the build's own output and exit status are kept.
+QUIET_EXTRAS := 2>&1 | grep -v "^Ignoring .*: markers 'extra == "; exit $${PIPESTATUS[0]}
+
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs' 2>/dev/null)
 
 ## demo-build: the demo's extension, rebuilt only when the Rust sources change (the Python
 ## package is installed editable, so its changes need no build)
 demo-build: $(VENV)/.demo-build
 $(VENV)/.demo-build: $(VENV)/.demo-deps $(wildcard $(RUST_SOURCES))
-	$(VENV)/bin/maturin develop --profile demo
+	$(VENV)/bin/maturin develop --profile demo $(QUIET_EXTRAS)
 	touch $@
 
 ## dev: (re)build the extension into .venv, editable, dev profile (deps optimized; cached in target/)
 dev: $(VENV)/.deps
 	rm -f $(VENV)/.demo-build
-	$(VENV)/bin/maturin develop
+	$(VENV)/bin/maturin develop $(QUIET_EXTRAS)
 
 ## release: build the extension with the release profile (for benchmarks)
 release: $(VENV)/.deps
 	rm -f $(VENV)/.demo-build
-	$(VENV)/bin/maturin develop --release
+	$(VENV)/bin/maturin develop --release $(QUIET_EXTRAS)
 
 ## services: install redis-server (+ redis-cli) and PostgreSQL from Debian's packages if missing.
 ## The tests start their own servers (a Redis, a 3-master Redis Cluster, a PostgreSQL run as an
