@@ -39,6 +39,7 @@ from windowfit.models import ModelInfo, UnknownModelError, get_model, list_model
 from windowfit.observation import ObservationTruncator, compact_json
 from windowfit.render import render_history
 from windowfit.session import Session
+from windowfit.session_summaries import await_summaries, wait_for_summaries
 from windowfit.store import (
     ConflictError,
     MemoryStore,
@@ -93,6 +94,8 @@ __all__ = [
     "SummaryError",
     # sessions and usage
     "Session",
+    "wait_for_summaries",
+    "await_summaries",
     "SQLiteStore",
     "PostgresStore",
     "RedisStore",
@@ -112,6 +115,7 @@ __all__ = [
     # errors
     "ArgumentTypeError",
     "BudgetError",
+    "DisallowedSpecialTokenError",
     "InvalidMessageError",
     "MessageTypeError",
     "MissingTokenizerError",
