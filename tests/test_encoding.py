@@ -126,7 +126,9 @@ def test_corpus_equals_quicktok(name: str, enc: wf.Encoding) -> None:
 
 def test_corpus_round_trips(enc: wf.Encoding) -> None:
     bad = [
-        (s.category, s.text, "", "") for s in corpus() if enc.decode(enc.encode_ordinary(s.text)) != s.text
+        (s.category, s.text, "", "")
+        for s in corpus()
+        if enc.decode(enc.encode_ordinary(s.text)) != s.text
     ]
     assert not bad, f"decode(encode(t)) != t for {len(bad)} texts:\n{_mismatches(bad)}"
 
@@ -242,7 +244,9 @@ def test_every_code_point_in_context(enc: wf.Encoding, ref: Any) -> None:
             texts = [make(c) for c in cps[i : i + 2000]]
             chunk = "\n".join(texts)
             if enc.encode_ordinary(chunk) != ref.encode_ordinary(chunk):
-                bad += [t for t in texts if enc.encode_ordinary(t) != ref.encode_ordinary(t)] or [chunk]
+                bad += [t for t in texts if enc.encode_ordinary(t) != ref.encode_ordinary(t)] or [
+                    chunk
+                ]
     assert not bad, f"{len(bad)} code points differ, e.g. {[ascii(t) for t in bad[:10]]}"
 
 

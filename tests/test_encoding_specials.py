@@ -98,7 +98,9 @@ def test_disallowed_text_raises_a_windowfit_value_error(pair: tuple[wf.Encoding,
     assert isinstance(info.value, ValueError) and isinstance(info.value, wf.WindowfitError)
     assert "<|endoftext|>" in str(info.value) and "allowed_special" in str(info.value)
     # encode_ordinary never checks
-    assert enc.encode_ordinary("<|endoftext|>") == enc.encode("<|endoftext|>", disallowed_special=())
+    assert enc.encode_ordinary("<|endoftext|>") == enc.encode(
+        "<|endoftext|>", disallowed_special=()
+    )
 
 
 def test_bad_arguments_are_type_errors(pair: tuple[wf.Encoding, Any]) -> None:

@@ -21,7 +21,6 @@ from windowfit.testing import (
     WindowInvariantError,
     budgets,
     check_window,
-    histories,
     valid_histories,
 )
 
@@ -38,7 +37,9 @@ def drop_oldest(messages: list[Any], budget: int, counter: Any) -> list[Any]:
         for a, b, _ in units
     ]
     keep = list(range(len(units)))
-    while counter.count_messages([messages[i] for u in keep for i in range(*units[u][:2])]) > budget:
+    while (
+        counter.count_messages([messages[i] for u in keep for i in range(*units[u][:2])]) > budget
+    ):
         droppable = [u for u in keep if not pinned[u]]
         if not droppable:
             raise wf.BudgetError("the pins alone do not fit")

@@ -119,8 +119,13 @@ def plot(results: list[Any], path: str) -> dict[str, Any]:
                 continue
             width = 1.8 if key == "sent" else 1.2
             ax.plot(
-                calls, series[key], label=label, color=color, linestyle=dash,
-                linewidth=width, zorder=order + 2,
+                calls,
+                series[key],
+                label=label,
+                color=color,
+                linestyle=dash,
+                linewidth=width,
+                zorder=order + 2,
             )
         ax.axhline(res.budget, color="tab:red", linewidth=0.8, linestyle=":", label="budget")
         if log:

@@ -125,7 +125,9 @@ def _summary_rows(state: dict[str, Any] | None, width: int | None) -> list[tuple
         text = str(st["summary"])
         if width is not None:
             text = _preview({"content": text}, width)
-        head = f"{st.get('summarized_messages', '?')} messages, {st.get('summary_tokens', '?')} tokens"
+        head = (
+            f"{st.get('summarized_messages', '?')} messages, {st.get('summary_tokens', '?')} tokens"
+        )
         rows.append((label, f"[{head}] {text}"))
     return rows
 
@@ -154,9 +156,7 @@ def cmd_session_list(args: argparse.Namespace, out: TextIO | None = None) -> int
     rows = []
     for i in infos:
         summary = _summary_rows(states[i.id], 70)
-        rows.append(
-            (i.id, str(i.length), _time(i.updated_at), summary[0][1] if summary else "-")
-        )
+        rows.append((i.id, str(i.length), _time(i.updated_at), summary[0][1] if summary else "-"))
     console = _console(out)
     if console is None:
         for row in rows:
