@@ -386,7 +386,12 @@ impl PyEncoding {
 
     /// `encode_ordinary` of each text, spread over all cores like `encode_batch`.
     #[pyo3(signature = (text, *, num_threads=8))]
-    fn encode_ordinary_batch(&self, py: Python<'_>, text: &Bound<'_, PyAny>, num_threads: usize) -> PyResult<Vec<Vec<u32>>> {
+    fn encode_ordinary_batch(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        num_threads: usize,
+    ) -> PyResult<Vec<Vec<u32>>> {
         use rayon::prelude::*;
         let _ = num_threads;
         let texts = extract_texts(text)?;
@@ -465,7 +470,10 @@ fn special_args(
     allowed: Option<&Bound<'_, PyAny>>,
     disallowed: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Specials, Specials)> {
-    Ok((specials_arg("allowed_special", allowed, Specials::These(Vec::new()))?, specials_arg("disallowed_special", disallowed, Specials::All)?))
+    Ok((
+        specials_arg("allowed_special", allowed, Specials::These(Vec::new()))?,
+        specials_arg("disallowed_special", disallowed, Specials::All)?,
+    ))
 }
 
 fn specials_arg(name: &str, arg: Option<&Bound<'_, PyAny>>, default: Specials) -> PyResult<Specials> {

@@ -196,9 +196,8 @@ fn as_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>>
     }
     static PLAIN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let py = obj.py();
-    let plain = PLAIN.get_or_try_init(py, || {
-        py.import("windowfit.messages")?.getattr("plain_message").map(Bound::unbind)
-    })?;
+    let plain =
+        PLAIN.get_or_try_init(py, || py.import("windowfit.messages")?.getattr("plain_message").map(Bound::unbind))?;
     Ok(plain.bind(py).call1((obj,))?.cast_into::<PyDict>().ok())
 }
 
@@ -250,7 +249,8 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
             })?;
             let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?
                 .ok_or_else(|| message_error(index, &format!("{f}.function"), "missing"))?;
-            let fd = as_dict(&func)?.ok_or_else(|| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
+            let fd =
+                as_dict(&func)?.ok_or_else(|| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
             let fd = &fd;
             let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?
                 .ok_or_else(|| message_error(index, &format!("{f}.function.name"), "missing"))?;

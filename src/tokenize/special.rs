@@ -32,7 +32,9 @@ pub fn encode_with_specials(
         Specials::These(names) => specials.iter().filter(|(s, _)| names.contains(s)).cloned().collect(),
     };
     let disallowed: Vec<&str> = match disallowed {
-        Specials::All => specials.iter().map(|(s, _)| s.as_str()).filter(|s| !allowed.iter().any(|(a, _)| a == s)).collect(),
+        Specials::All => {
+            specials.iter().map(|(s, _)| s.as_str()).filter(|s| !allowed.iter().any(|(a, _)| a == s)).collect()
+        }
         Specials::These(names) => names.iter().map(String::as_str).collect(),
     };
     if let Some(token) = first_of(text, &disallowed) {
@@ -109,6 +111,9 @@ mod tests {
         let text = "x <|endoftext|> y";
         assert_eq!(encode_with_specials(&enc, text, &these(&[]), &these(&[])).unwrap(), enc.encode(text).unwrap());
         // a name that is not a special token is not made one
-        assert_eq!(encode_with_specials(&enc, "<|nope|>", &these(&["<|nope|>"]), &these(&[])).unwrap(), enc.encode("<|nope|>").unwrap());
+        assert_eq!(
+            encode_with_specials(&enc, "<|nope|>", &these(&["<|nope|>"]), &these(&[])).unwrap(),
+            enc.encode("<|nope|>").unwrap()
+        );
     }
 }
