@@ -25,6 +25,13 @@ pub enum Error {
     /// A message in a history is malformed: index and field are named.
     #[error("message {index}: {field}: {reason}")]
     Message { index: usize, field: String, reason: String },
+    /// The text holds a special token the caller did not allow (tiktoken's `encode` check).
+    #[error(
+        "the text contains the special token {0:?}, which is disallowed; to encode it as that token pass \
+         allowed_special={{{0:?}, ...}}, to encode it as plain text leave it out of disallowed_special \
+         (disallowed_special=() turns the check off)"
+    )]
+    DisallowedSpecial(String),
     /// The pins of a window alone exceed the budget.
     #[error("{0}")]
     Budget(String),

@@ -18,7 +18,7 @@ from _corpus import tiktoken_cl100k, tiktoken_o200k
 from windowfit.cli import main
 from windowfit.cli.showcase import simulate_session
 from windowfit.replay import SERIES, call_points
-from windowfit.testing import check_window
+from windowfit.testing import FIT_PROMISES, check_window
 
 pytest.importorskip("tiktoken")
 
@@ -120,11 +120,11 @@ def test_fit_writes_the_window_and_says_why(tmp_path: Path, capsys: Any) -> None
             if out_name.endswith("l")
             else json.loads(text)
         )
-        check_window(msgs, window, 3000, c)
+        check_window(msgs, window, 3000, c, **FIT_PROMISES)
         assert "orphan tool result" in err and "outside the window" in err
     code, out, _ = run(capsys, "fit", str(h), "--budget", "3000", "--json")
     report = json.loads(out)
-    check_window(msgs, report["messages"], 3000, c)
+    check_window(msgs, report["messages"], 3000, c, **FIT_PROMISES)
     assert report["tokens"] == c.count_messages(report["messages"]) <= 3000
     assert sorted(report["kept"] + [d["index"] for d in report["dropped"]]) == list(
         range(len(msgs))
@@ -192,6 +192,9 @@ def test_bench_json_and_plot(tmp_path: Path, capsys: Any) -> None:
     first = data["histories"][0]["turns"]
     assert side["histories"][0]["series"]["whole_history"] == [t["whole"] for t in first]
     assert side["histories"][0]["series"]["cached_prefix"] == [t["prefix"] for t in first]
+    # the fit baseline is drawn, and every panel shares one scale
+    assert side["histories"][0]["series"]["fit"] == [t["fit_sent"] for t in first]
+    assert side["scale"] in ("linear", "symlog")
 
 
 def test_bench_table_on_a_real_run(tmp_path: Path, capsys: Any) -> None:
@@ -237,6 +240,9 @@ def test_demo_on_a_users_history(tmp_path: Path, capsys: Any) -> None:
     assert code == 0, err
     assert f"Your history: {h} ({len(SESSION)} messages)" in out
     assert "Your history, replayed call by call" in out and "demo finished" in out
+    # section 1 counts the given history, not the bundled sample
+    section1 = out.split("1. Counting your history")[1].split("2. Fitting")[0]
+    assert f"{wf.Counter(model='gpt-4o').count_messages(SESSION):,}" in section1
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     code, _, err = run(capsys, "demo", "--history", str(bad))

@@ -679,13 +679,6 @@ def test_calibration_scales_estimates_only() -> None:
         h.set_calibration(0.0)
 
 
-def test_counters_cannot_be_pickled() -> None:
-    import pickle
-
-    with pytest.raises(TypeError):
-        pickle.dumps(wf.Counter(encoding="cl100k_base"))
-
-
 # --------------------------------------------------------------------------- threads
 
 

@@ -94,7 +94,7 @@ def test_o200k_reference_is_tiktoken() -> None:
 def test_corpus_token_ids_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
     bad = []
     for s in corpus():
-        ours, theirs = enc.encode(s.text), ref.encode_ordinary(s.text)
+        ours, theirs = enc.encode_ordinary(s.text), ref.encode_ordinary(s.text)
         if ours != theirs:
             bad.append((s.category, s.text, len(ours), len(theirs)))
     assert not bad, (
@@ -119,21 +119,23 @@ def test_corpus_equals_quicktok(name: str, enc: wf.Encoding) -> None:
     bad = [
         (s.category, s.text, 0, 0)
         for s in corpus()
-        if enc.encode(s.text) != qt.encode_ordinary(s.text)
+        if enc.encode_ordinary(s.text) != qt.encode_ordinary(s.text)
     ]
     assert not bad, f"{len(bad)} corpus texts differ from quicktok:\n{_mismatches(bad)}"
 
 
 def test_corpus_round_trips(enc: wf.Encoding) -> None:
     bad = [
-        (s.category, s.text, "", "") for s in corpus() if enc.decode(enc.encode(s.text)) != s.text
+        (s.category, s.text, "", "")
+        for s in corpus()
+        if enc.decode(enc.encode_ordinary(s.text)) != s.text
     ]
     assert not bad, f"decode(encode(t)) != t for {len(bad)} texts:\n{_mismatches(bad)}"
 
 
-def test_encode_batch_equals_encode(enc: wf.Encoding, ref: Any) -> None:
+def test_encode_ordinary_batch_equals_tiktoken(enc: wf.Encoding, ref: Any) -> None:
     texts = [s.text for s in corpus()[::7]]
-    assert enc.encode_batch(texts) == ref.encode_ordinary_batch(texts)
+    assert enc.encode_ordinary_batch(texts) == ref.encode_ordinary_batch(texts)
 
 
 def test_decode_bytes_equals_tiktoken(enc: wf.Encoding, ref: Any) -> None:
@@ -153,8 +155,9 @@ def test_special_token_text_is_plain_text(enc: wf.Encoding, ref: Any) -> None:
         "<|fim_prefix|><|fim_middle|><|fim_suffix|>",
         "<|endofprompt|>",
     ]:
-        ids = enc.encode(text)
+        ids = enc.encode_ordinary(text)
         assert ids == ref.encode_ordinary(text)
+        assert enc.encode(text, disallowed_special=()) == ids
         assert len(ids) > 1  # never the single special token
         assert enc.count(text) == len(ids)
 
@@ -169,9 +172,9 @@ def test_special_token_text_is_plain_text(enc: wf.Encoding, ref: Any) -> None:
 @example(text="  \n\n  x")
 @example(text="<|endoftext|>")
 def test_property_equal_to_tiktoken(enc: wf.Encoding, ref: Any, text: str) -> None:
-    ids = enc.encode(text)
+    ids = enc.encode_ordinary(text)
     assert ids == ref.encode_ordinary(text)
-    assert enc.encode_ordinary(text) == ids
+    assert enc.encode(text, disallowed_special=()) == ids  # the check off: plain text
     assert enc.count(text) == len(ids)
     assert enc.count_many([text, text]) == [len(ids), len(ids)]
     assert enc.decode(ids) == text
@@ -182,7 +185,7 @@ def test_property_equal_to_tiktoken(enc: wf.Encoding, ref: Any, text: str) -> No
 @given(texts=st.lists(any_text, max_size=30))
 def test_property_batch_equals_single(enc: wf.Encoding, texts: list[str]) -> None:
     assert enc.count_many(texts) == [enc.count(t) for t in texts]
-    assert enc.encode_batch(texts) == [enc.encode(t) for t in texts]
+    assert enc.encode_ordinary_batch(texts) == [enc.encode_ordinary(t) for t in texts]
 
 
 # --------------------------------------------------------------------------- lone surrogates
@@ -206,12 +209,12 @@ def test_lone_surrogates_match_tiktoken(enc: wf.Encoding, ref: Any) -> None:
     for text in SURROGATE_TEXTS:
         want = ref.encode_ordinary(text)
         if (
-            enc.encode(text) != want
+            enc.encode_ordinary(text) != want
             or enc.count(text) != len(want)
             or enc.count_many([text]) != [len(want)]
         ):
             bad.append(
-                f"{text!a}: windowfit {enc.encode(text)} (count {enc.count(text)}) != tiktoken {want}"
+                f"{text!a}: windowfit {enc.encode_ordinary(text)} (count {enc.count(text)}) != tiktoken {want}"
             )
     assert not bad, f"{enc.name}:\n  " + "\n  ".join(bad)
 
@@ -223,7 +226,7 @@ def test_property_surrogates_never_crash_and_match_tiktoken(
 ) -> None:
     expected = ref.encode_ordinary(text)
     assert enc.count(text) == len(expected)
-    assert enc.encode(text) == expected
+    assert enc.encode_ordinary(text) == expected
 
 
 # --------------------------------------------------------------------------- every code point
@@ -240,8 +243,10 @@ def test_every_code_point_in_context(enc: wf.Encoding, ref: Any) -> None:
         for i in range(0, len(cps), 2000):
             texts = [make(c) for c in cps[i : i + 2000]]
             chunk = "\n".join(texts)
-            if enc.encode(chunk) != ref.encode_ordinary(chunk):
-                bad += [t for t in texts if enc.encode(t) != ref.encode_ordinary(t)] or [chunk]
+            if enc.encode_ordinary(chunk) != ref.encode_ordinary(chunk):
+                bad += [t for t in texts if enc.encode_ordinary(t) != ref.encode_ordinary(t)] or [
+                    chunk
+                ]
     assert not bad, f"{len(bad)} code points differ, e.g. {[ascii(t) for t in bad[:10]]}"
 
 

@@ -30,7 +30,7 @@ from _histories import (
 )
 from hypothesis import event, given
 from hypothesis import strategies as st
-from windowfit.testing import budgets, check_window
+from windowfit.testing import FIT_PROMISES, budgets, check_window
 
 COUNTERS = {
     "cl100k": wf.Counter(encoding="cl100k_base"),
@@ -353,7 +353,7 @@ def test_check_window_accepts_every_fit(enc: str, data: st.DataObject) -> None:
     e, r = run(case)
     if e is None:  # a pin naming a message that cannot be sent
         return
-    check_window(case.messages, r, case.budget, case.counter, **case.options)
+    check_window(case.messages, r, case.budget, case.counter, **{**FIT_PROMISES, **case.options})
 
 
 @SETTINGS
@@ -365,7 +365,7 @@ def test_default_options_large_histories(data: st.DataObject) -> None:
     if r is None:
         return
     assert (r.kept, r.stats["stop_reason"]) == (e.kept, e.stop_reason)
-    check_window(case.messages, r, case.budget, case.counter)
+    check_window(case.messages, r, case.budget, case.counter, **FIT_PROMISES)
 
 
 # ---------------------------------------------------------------- unanswered="strip"

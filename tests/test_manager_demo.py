@@ -62,3 +62,8 @@ def test_demo_runs_offline_and_fast(
     assert "planted facts in the final prompt" in printed
     assert f"{len(PLANTED_FACTS)} of {len(PLANTED_FACTS)}" in printed
     assert "prefix reused" in printed
+    # the router's view shows the task it routes on; no manager fell back to plain fitting
+    router_view = printed.split("The router's 300-token view")[1]
+    assert "  USER: " in router_view
+    section5 = printed.split("5. A router and an agent")[1]
+    assert "fallback" not in section5

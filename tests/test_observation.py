@@ -158,7 +158,18 @@ def test_truncated_preview_note_and_saved_file(tmp_path: Path, direction: str) -
     )
     assert s["save_error"] is None and s["compacted"] is False and s["note"] is True
     assert s["metadata"] == {"path": "/var/log/app.log"}
-    assert set(s["limited_by"]) == {"lines", "bytes"}
+    assert set(s["over_limits"]) == {"lines", "bytes"}  # (the tokens were not counted first)
+    # the binding limit is the one the preview filled most
+    shares = {
+        "tokens": s["kept_tokens"] / 500,
+        "lines": s["kept_lines"] / 40,
+        "bytes": s["kept_bytes"] / 4000,
+    }
+    assert s["limited_by"] == [k for k, v in shares.items() if v == max(shares.values())]
+    # the note's figures are the stats' figures of what was kept of the output
+    assert f"kept {s['kept_output_tokens']:,} of " in last
+    assert f"({s['kept_output_lines']:,} of {s['original_lines']:,} lines)" in last
+    assert s["kept_output_lines"] == lines(preview) - 1  # all but the note's own line
     body = preview[: preview.rindex("\n[output truncated")]
     first, final = LOG.splitlines()[0], LOG.splitlines()[-1]
     if direction == "head":
@@ -178,6 +189,19 @@ def test_token_limit_alone(tmp_path: Path) -> None:
     r = ot.truncate("shell", LOG)
     assert r["truncated"] and 290 <= CL100K.count(r["preview"]) <= 300
     assert r["stats"]["limited_by"] == ["tokens"]
+
+
+def test_the_token_limit_binds_though_lines_and_bytes_are_over_too(tmp_path: Path) -> None:
+    """The output is over all three limits; the 300 tokens stop the cut long before 2,000
+    lines or 50 KB would, and the stats say so."""
+    ot = ObservationTruncator(max_tokens=300, output_dir=tmp_path, counter=CL100K)
+    r = ot.truncate("shell", LOG * 2)
+    s = r["stats"]
+    assert s["kept_tokens"] <= 300 and s["kept_lines"] < 2000 and s["kept_bytes"] < 51200
+    assert s["limited_by"] == ["tokens"]
+    assert set(s["over_limits"]) <= {"tokens", "lines", "bytes"} and "lines" in s["over_limits"]
+    last = r["preview"].rsplit("\n", 1)[-1]
+    assert f"({s['kept_output_lines']:,} of {s['original_lines']:,} lines)" in last
 
 
 def test_model_counter(tmp_path: Path) -> None:

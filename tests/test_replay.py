@@ -12,7 +12,7 @@ from _agent_runs import RUN, extract
 from windowfit.cli.showcase import simulate_session
 from windowfit.history_io import load_history
 from windowfit.replay import SERIES, call_points, replay
-from windowfit.testing import check_window
+from windowfit.testing import FIT_PROMISES, check_window
 
 SESSION = simulate_session(24).messages  # 88 messages, about 7k tokens: outgrows a 4k window
 
@@ -40,7 +40,7 @@ def check(res: Any, msgs: list[dict[str, Any]], model: str) -> None:
         assert t.whole == counter.count_messages(history)
         # fit's window: within budget, every invariant; its prefix re-derived message by message
         fitted = wf.fit(history, res.budget, counter=counter)
-        check_window(history, fitted, res.budget, counter)
+        check_window(history, fitted, res.budget, counter, **FIT_PROMISES)
         assert t.fit_sent == fitted.tokens
         shared = 0
         for a, b in zip(prev, fitted.messages):

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 from windowfit.errors import WindowfitError
 from windowfit.testing import (
+    FIT_PROMISES,
     INVARIANTS,
     WindowInvariantError,
     budgets,
@@ -63,7 +64,7 @@ def tokens(idx: list[int]) -> int:
 def broken(idx: list[int], budget: int, **options: Any) -> str:
     """The invariant check_window names for the window made of HISTORY[idx]."""
     with pytest.raises(WindowInvariantError) as info:
-        check_window(HISTORY, [HISTORY[i] for i in idx], budget, C, **options)
+        check_window(HISTORY, [HISTORY[i] for i in idx], budget, C, **{**FIT_PROMISES, **options})
     assert isinstance(info.value, AssertionError) and isinstance(info.value, WindowfitError)
     assert info.value.invariant in str(info.value)
     return info.value.invariant
@@ -76,7 +77,7 @@ def test_a_real_fit_passes_at_every_budget() -> None:
             r: Any = wf.fit(HISTORY, budget, counter=C)
         except wf.BudgetError as e:
             r = e
-        check_window(HISTORY, r, budget, C)
+        check_window(HISTORY, r, budget, C, **FIT_PROMISES)
 
 
 def test_each_broken_invariant_is_named() -> None:
@@ -135,13 +136,13 @@ def test_removing_any_kept_message_is_caught(data: st.DataObject) -> None:
         r = wf.fit(msgs, budget, counter=C)
     except wf.BudgetError:
         return
-    check_window(msgs, r, budget, C)
+    check_window(msgs, r, budget, C, **FIT_PROMISES)
     if not r.messages:
         return
     k = data.draw(st.integers(0, len(r.messages) - 1))
     window = r.messages[:k] + r.messages[k + 1 :]
     with pytest.raises(WindowInvariantError) as info:
-        check_window(msgs, window, budget, C)
+        check_window(msgs, window, budget, C, **FIT_PROMISES)
     assert info.value.invariant in INVARIANTS
 
 
@@ -210,7 +211,7 @@ def test_plugin_fixtures(wf_counter: Any, check_window: Any) -> None:
     """Registered through the pytest11 entry point: no conftest needed."""
     assert wf_counter.count("hello world") == wf.Counter(model="gpt-4o").count("hello world")
     r = wf.fit(HISTORY, 10_000, counter=wf_counter)
-    check_window(HISTORY, r, 10_000, wf_counter)
+    check_window(HISTORY, r, 10_000, wf_counter, **FIT_PROMISES)
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"

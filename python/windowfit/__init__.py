@@ -27,6 +27,7 @@ from windowfit.counting import (
 from windowfit.errors import (
     ArgumentTypeError,
     BudgetError,
+    DisallowedSpecialTokenError,
     InvalidMessageError,
     MessageTypeError,
     UnknownEncodingError,
@@ -36,6 +37,7 @@ from windowfit.errors import (
 from windowfit.fitting import FitResult, fit, render_history, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.session import Session
+from windowfit.session.summaries import await_summaries, wait_for_summaries
 from windowfit.store import (
     ConflictError,
     MemoryStore,
@@ -95,6 +97,8 @@ __all__ = [
     "SummaryError",
     # sessions and usage
     "Session",
+    "wait_for_summaries",
+    "await_summaries",
     "SQLiteStore",
     "PostgresStore",
     "RedisStore",
@@ -115,6 +119,7 @@ __all__ = [
     # errors
     "ArgumentTypeError",
     "BudgetError",
+    "DisallowedSpecialTokenError",
     "InvalidMessageError",
     "MessageTypeError",
     "MissingTokenizerError",

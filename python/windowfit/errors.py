@@ -41,6 +41,11 @@ class TokenizerFileNotFoundError(WindowfitError, FileNotFoundError):
     """A tokenizer or vocabulary file does not exist."""
 
 
+class DisallowedSpecialTokenError(WindowfitError, ValueError):
+    """The text spells a special token (``<|endoftext|>``) that ``encode`` was not allowed to
+    emit: pass it in ``allowed_special``, or drop it from ``disallowed_special``."""
+
+
 class InternalError(WindowfitError, RuntimeError):
     """A bug inside windowfit (a Rust panic caught at the boundary); please report it."""
 
@@ -71,6 +76,7 @@ def missing_extra(module: str, extra: str, exc: ImportError) -> ImportError:
 __all__ = [
     "ArgumentTypeError",
     "BudgetError",
+    "DisallowedSpecialTokenError",
     "InternalError",
     "InvalidArgumentError",
     "InvalidMessageError",

@@ -34,6 +34,8 @@ __all__ = [
     "fingerprint",
     "history_problems",
     "message_text",
+    "plain_message",
+    "plain_messages",
     "tool_units",
 ]
 
@@ -88,6 +90,41 @@ def _parts_text(content: Any, *, media: bool) -> str:
 def content_text(content: Any) -> str:
     """The text of a message ``content`` (see the module docstring for the rule)."""
     return _parts_text(content, media=False)
+
+
+def plain_message(obj: Any) -> Any:
+    """A message (or content part, or tool call) as the dict windowfit reads.
+
+    Dicts are returned as they are; an SDK object (an OpenAI ``ChatCompletionMessage``, an
+    Anthropic ``Message`` or content block: pydantic models) is read through
+    ``model_dump(mode="json", exclude_none=True)``, so the unset optional fields SDK responses
+    carry are neither counted nor stored (an Anthropic ``Message`` response becomes its
+    ``role`` and ``content``); an object with ``to_dict`` through that; anything
+    else unchanged (the caller then reports its type). The core's message reader calls this
+    for every value that is not a dict, the stores for every message they write.
+    """
+    if isinstance(obj, Mapping):
+        return obj
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        plain = dump(mode="json", exclude_none=True)
+        if isinstance(plain, dict) and plain.get("type") == "message" and "role" in plain:
+            # an Anthropic response: as a message of the next request, its role and content
+            # (id, model, usage... are the response's, and the API refuses them back)
+            return {"role": plain["role"], "content": plain.get("content", [])}
+        return plain
+    to_dict = getattr(obj, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return obj
+
+
+def plain_messages(messages: list[Any]) -> list[Any]:
+    """``messages`` with SDK objects read as dicts (``plain_message``); the very list when it
+    holds dicts only, as nearly every history does."""
+    if not messages or set(map(type, messages)) == {dict}:  # C loops: no per-message bytecode
+        return messages
+    return [plain_message(m) for m in messages]
 
 
 def message_text(message: Message) -> str:

@@ -1,7 +1,7 @@
 //! Bindings of `count`: `Counter` (any tokenizer, cached counts of texts and messages) and
 //! the tiktoken-shaped `Encoding`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -19,6 +19,7 @@ use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
 use crate::tokenize::engine::pieces;
+use crate::tokenize::special::{encode_with_specials, Specials};
 
 /// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
 /// these arguments; a direct call with a bad pair still gets a clear error, not a default).
@@ -350,21 +351,75 @@ impl PyEncoding {
         self.counter.clone_ref(py)
     }
 
-    /// Token ids of `text`, equal to tiktoken's `encode_ordinary`.
-    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
-        self.counter.get().encode(py, text)
+    /// Token ids of `text`, as tiktoken's `encode`: the special tokens in `allowed_special`
+    /// ("all" or a set of their texts) become their ids; text spelling one in
+    /// `disallowed_special` ("all", the default: every one not allowed) raises
+    /// `DisallowedSpecialTokenError` (a `ValueError`); `disallowed_special=()` encodes it as
+    /// plain text. None means the default.
+    #[pyo3(signature = (text, *, allowed_special=None, disallowed_special=None))]
+    fn encode(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+        disallowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<u32>> {
+        let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
+        let text = extract_text(text, "text")?;
+        let backend = self.counter.get().inner.backend().clone();
+        guarded("encode", || {
+            py.detach(|| encode_with_specials(backend.as_ref(), text.as_ref(), &allowed, &disallowed))
+                .map_err(PyErr::from)
+        })
     }
 
+    /// Token ids of `text` with special-token text encoded as plain text.
     fn encode_ordinary(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         self.counter.get().encode(py, text)
     }
 
-    /// Token ids of each text; the GIL is released and large batches use all cores.
-    fn encode_batch(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u32>>> {
+    /// `encode` of each text; the GIL is released and the batch spread over all cores
+    /// (`num_threads` is accepted for tiktoken's signature; the core's pool decides).
+    #[pyo3(signature = (text, *, num_threads=8, allowed_special=None, disallowed_special=None))]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        num_threads: usize,
+        allowed_special: Option<&Bound<'_, PyAny>>,
+        disallowed_special: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Vec<u32>>> {
         use rayon::prelude::*;
-        let texts = extract_texts(texts)?;
+        let _ = num_threads;
+        let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
+        let texts = extract_texts(text)?;
         let backend = self.counter.get().inner.backend().clone();
         guarded("encode_batch", || {
+            py.detach(|| {
+                crate::parallel::install(|| {
+                    texts
+                        .par_iter()
+                        .map(|t| encode_with_specials(backend.as_ref(), t.as_ref(), &allowed, &disallowed))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .map_err(PyErr::from)
+        })
+    }
+
+    /// `encode_ordinary` of each text, spread over all cores like `encode_batch`.
+    #[pyo3(signature = (text, *, num_threads=8))]
+    fn encode_ordinary_batch(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        num_threads: usize,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        use rayon::prelude::*;
+        let _ = num_threads;
+        let texts = extract_texts(text)?;
+        let backend = self.counter.get().inner.backend().clone();
+        guarded("encode_ordinary_batch", || {
             py.detach(|| {
                 crate::parallel::install(|| {
                     texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>()
@@ -372,6 +427,42 @@ impl PyEncoding {
             })
             .map_err(PyErr::from)
         })
+    }
+
+    /// The texts of the encoding's special tokens.
+    #[getter]
+    fn special_tokens_set(&self) -> HashSet<String> {
+        self.counter.get().inner.backend().special_tokens().into_iter().map(|(s, _)| s).collect()
+    }
+
+    /// The highest token id, special tokens included.
+    #[getter]
+    fn max_token_value(&self) -> PyResult<u32> {
+        self.counter
+            .get()
+            .inner
+            .backend()
+            .max_token_value()
+            .ok_or_else(|| Error::Unsupported(format!("{} has no token ids", self.name)).into())
+    }
+
+    /// The size of the id space: `max_token_value + 1`.
+    #[getter]
+    fn n_vocab(&self) -> PyResult<u32> {
+        Ok(self.max_token_value()? + 1)
+    }
+
+    /// The id of `<|endoftext|>`.
+    #[getter]
+    fn eot_token(&self) -> Option<u32> {
+        let specials = self.counter.get().inner.backend().special_tokens();
+        specials.into_iter().find(|(s, _)| s == "<|endoftext|>").map(|(_, id)| id)
+    }
+
+    /// Pickled by name: the receiving process rebuilds it from its embedded vocabulary.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let rebuild = py.import("windowfit.counting")?.getattr("get_encoding")?;
+        Ok((rebuild, (self.name.clone(),)))
     }
 
     fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
@@ -399,6 +490,37 @@ impl PyEncoding {
     fn __repr__(&self) -> String {
         format!("<Encoding {:?}>", self.name)
     }
+}
+
+/// `allowed_special` and `disallowed_special` as tiktoken reads them ("all" or texts).
+fn special_args(
+    allowed: Option<&Bound<'_, PyAny>>,
+    disallowed: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Specials, Specials)> {
+    Ok((
+        specials_arg("allowed_special", allowed, Specials::These(Vec::new()))?,
+        specials_arg("disallowed_special", disallowed, Specials::All)?,
+    ))
+}
+
+fn specials_arg(name: &str, arg: Option<&Bound<'_, PyAny>>, default: Specials) -> PyResult<Specials> {
+    let Some(v) = arg.filter(|v| !v.is_none()) else { return Ok(default) };
+    let wrong = || {
+        super::errors::ArgumentTypeError::new_err(format!(
+            "{name} must be 'all' or a set of special token texts, not {}",
+            super::errors::type_name(v)
+        ))
+    };
+    if let Ok(s) = v.cast::<PyString>() {
+        return if s.to_str()? == "all" { Ok(Specials::All) } else { Err(wrong()) };
+    }
+    let mut names = Vec::new();
+    for item in v.try_iter().map_err(|_| wrong())? {
+        let item = item?;
+        let s = item.cast::<PyString>().map_err(|_| wrong())?;
+        names.push(s.to_str()?.to_owned());
+    }
+    Ok(Specials::These(names))
 }
 
 /// The embedded encoding `name` ("cl100k_base" or "o200k_base").

@@ -19,6 +19,7 @@ pyo3::import_exception!(windowfit.errors, InvalidArgumentError);
 pyo3::import_exception!(windowfit.errors, TokenizerFileNotFoundError);
 pyo3::import_exception!(windowfit.errors, InternalError);
 pyo3::import_exception!(windowfit.errors, ArgumentTypeError);
+pyo3::import_exception!(windowfit.errors, DisallowedSpecialTokenError);
 
 impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
@@ -30,6 +31,7 @@ impl From<Error> for PyErr {
             Error::UnknownEncoding(_) => UnknownEncodingError::new_err(e.to_string()),
             Error::Message { .. } => InvalidMessageError::new_err(e.to_string()),
             Error::Budget(_) => BudgetError::new_err(e.to_string()),
+            Error::DisallowedSpecial(_) => DisallowedSpecialTokenError::new_err(e.to_string()),
             Error::UnknownToken(_) | Error::Value(_) | Error::Unsupported(_) => {
                 InvalidArgumentError::new_err(e.to_string())
             }

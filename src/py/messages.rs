@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
 use super::errors::{self, guarded, message_error, message_type_error, type_name, ArgumentTypeError};
@@ -99,7 +100,8 @@ fn extract_part(
         msg.parts.push(Part::Text(text_from_str(s)));
         return Ok(());
     }
-    let d = part.cast::<PyDict>().map_err(|_| message_type_error(index, field, "a dict content part", part))?;
+    let d = as_dict(part)?.ok_or_else(|| message_type_error(index, field, "a dict content part", part))?;
+    let d = &d;
     let kind = match get_opt(d, pyo3::intern!(d.py(), "type"))? {
         Some(t) => str_field(index, &format!("{field}.type"), &t)?,
         None => return Err(message_error(index, &format!("{field}.type"), "missing")),
@@ -185,13 +187,27 @@ fn extract_part(
     Ok(())
 }
 
+/// `obj` as a dict: itself, or the dict `windowfit.messages.plain_message` reads from an SDK
+/// object (an OpenAI or Anthropic pydantic message or block); None when it is neither.
+fn as_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return Ok(Some(d.clone()));
+    }
+    static PLAIN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = obj.py();
+    let plain =
+        PLAIN.get_or_try_init(py, || py.import("windowfit.messages")?.getattr("plain_message").map(Bound::unbind))?;
+    Ok(plain.bind(py).call1((obj,))?.cast_into::<PyDict>().ok())
+}
+
 pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAny>) -> PyResult<Message<Text>> {
-    let d = obj.cast::<PyDict>().map_err(|_| {
+    let d = as_dict(obj)?.ok_or_else(|| {
         errors::MessageTypeError::new_err(format!(
             "message {index}: expected a dict in OpenAI chat format, got {} (convert framework messages with windowfit.adapters)",
             type_name(obj)
         ))
     })?;
+    let d = &d;
     let role_obj = get_opt(d, pyo3::intern!(d.py(), "role"))?.ok_or_else(|| message_error(index, "role", "missing"))?;
     let role = str_field(index, "role", &role_obj)?;
     if !ROLES.contains(&role.as_ref()) {
@@ -221,7 +237,8 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
         let list = calls.cast::<PyList>().map_err(|_| message_type_error(index, "tool_calls", "list", &calls))?;
         for (j, call) in list.iter().enumerate() {
             let f = format!("tool_calls[{j}]");
-            let cd = call.cast::<PyDict>().map_err(|_| message_type_error(index, &f, "dict", &call))?;
+            let cd = as_dict(&call)?.ok_or_else(|| message_type_error(index, &f, "dict", &call))?;
+            let cd = &cd;
             let id = get_opt(cd, pyo3::intern!(cd.py(), "id"))?.ok_or_else(|| {
                 message_error(
                     index,
@@ -231,9 +248,9 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
             })?;
             let func = get_opt(cd, pyo3::intern!(cd.py(), "function"))?
                 .ok_or_else(|| message_error(index, &format!("{f}.function"), "missing"))?;
-            let fd = func
-                .cast::<PyDict>()
-                .map_err(|_| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
+            let fd =
+                as_dict(&func)?.ok_or_else(|| message_type_error(index, &format!("{f}.function"), "dict", &func))?;
+            let fd = &fd;
             let name = get_opt(fd, pyo3::intern!(fd.py(), "name"))?
                 .ok_or_else(|| message_error(index, &format!("{f}.function.name"), "missing"))?;
             let arguments = match get_opt(fd, pyo3::intern!(fd.py(), "arguments"))? {

@@ -6,6 +6,7 @@ mod heuristic;
 mod hf;
 pub mod nfc;
 mod openai;
+pub mod special;
 mod tiktoken_file;
 
 pub use heuristic::Heuristic;
@@ -43,6 +44,14 @@ pub trait Backend: Send + Sync {
     /// split it again through `pieces`).
     fn counts_in_parallel(&self) -> bool {
         false
+    }
+    /// The special tokens (text, id) of the vocabulary: ordinary encoding never yields them.
+    fn special_tokens(&self) -> Vec<(String, u32)> {
+        Vec::new()
+    }
+    /// The highest token id, special tokens included; `None` when the backend has no ids.
+    fn max_token_value(&self) -> Option<u32> {
+        None
     }
     /// Tokens of one pre-tokenizer piece (no further splitting). Defaults to `count`.
     fn count_piece(&self, piece: &str) -> usize {

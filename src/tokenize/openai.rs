@@ -87,6 +87,15 @@ impl Backend for OpenAiEncoding {
         Ok(out)
     }
 
+    fn special_tokens(&self) -> Vec<(String, u32)> {
+        self.specials.iter().map(|(id, s)| (s.to_string(), *id)).collect()
+    }
+
+    fn max_token_value(&self) -> Option<u32> {
+        let ordinary = self.engine.vocab.len().checked_sub(1).map(|r| r as u32);
+        self.specials.iter().map(|(id, _)| *id).chain(ordinary).max()
+    }
+
     fn pieces<'a>(&'a self, text: &'a str) -> Option<Box<dyn Iterator<Item = &'a str> + 'a>> {
         Some(Box::new(self.engine.pieces(text)))
     }
@@ -121,6 +130,13 @@ mod tests {
         assert_eq!(enc.decode_bytes(&ids).unwrap(), text.as_bytes());
         assert!(matches!(enc.decode_bytes(&[u32::MAX]), Err(Error::UnknownToken(_))));
         assert_eq!(enc.decode_bytes(&[24912, 199999]).unwrap(), b"hello<|endoftext|>");
+    }
+
+    #[test]
+    fn vocabulary_sizes_match_tiktoken() {
+        // tiktoken: max_token_value 100276 / 200018 (n_vocab one more)
+        assert_eq!(OpenAiEncoding::get("cl100k_base").unwrap().max_token_value(), Some(100276));
+        assert_eq!(OpenAiEncoding::get("o200k_base").unwrap().max_token_value(), Some(200018));
     }
 
     #[test]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, content_text, history_problems
+from windowfit.messages import SYSTEM_ROLES, content_text, history_problems, plain_message
 
 __all__ = [
     "SYSTEM_ROLES",
@@ -49,18 +49,10 @@ Ref = tuple[int, "int | None"]
 def as_dict(obj: Any) -> Any:
     """A plain-dict view of an SDK object (pydantic model / dataclass); other values unchanged.
 
-    Used only to *read* items: the originals are what adapters hand back.
+    Used only to *read* items: the originals are what adapters hand back. The rule is
+    ``windowfit.messages.plain_message``, the one the core's message reader uses.
     """
-    if isinstance(obj, Mapping):
-        return obj
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        # exclude_none keeps optional SDK fields from polluting the canonical form
-        return dump(exclude_none=True)
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    return obj
+    return plain_message(obj)
 
 
 def json_arguments(arguments: Any) -> str:

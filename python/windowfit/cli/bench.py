@@ -15,13 +15,25 @@ from windowfit.cli._output import Out, print_json, progress
 
 __all__ = ["add_parser", "plot", "run"]
 
-#: matplotlib's style per series of :data:`windowfit.replay.SERIES`
+#: matplotlib's style per series of :data:`windowfit.replay.SERIES`: (label, color, line
+#: style, drawing order). The cached prefix is a shaded area under "sent", which is drawn
+#: last: where the whole prompt is a cache hit the two would otherwise be one line.
 _STYLE = {
-    "whole_history": ("whole history", "tab:gray", "--"),
-    "sent": ("sent", "tab:blue", "-"),
-    "cached_prefix": ("cached prefix", "tab:green", "-"),
-    "summary": ("summary", "tab:orange", "-"),
+    "whole_history": ("whole history", "tab:gray", "--", 1),
+    "fit": ("fit (baseline)", "tab:purple", "-.", 2),
+    "cached_prefix": ("cached prefix (shaded)", "tab:green", "-", 0),
+    "summary": ("summary", "tab:orange", "-", 3),
+    "sent": ("sent (ContextManager)", "tab:blue", "-", 4),
 }
+
+#: Why a sliding window can cost more than the whole history at cached prices.
+CACHE_NOTE = (
+    "cached cost: a prompt is billed at the cache price only for the part that repeats the "
+    "previous prompt's beginning. The whole history, append-only, repeats all of it; fit's "
+    "window slides as old messages drop out, so nearly all of it is billed uncached each call "
+    "and it can cost more than the whole history (which does not fit the window anyway). "
+    "The ContextManager moves its cut in steps, so its prompt repeats between steps."
+)
 PLOT_SIZE = (10.0, 3.2)  # inches per history panel (width, height)
 PLOT_DPI = 100
 
@@ -93,15 +105,30 @@ def plot(results: list[Any], path: str) -> dict[str, Any]:
         "size_px": [int(width * PLOT_DPI), int(height * len(results) * PLOT_DPI)]
     }
     data["histories"] = []
+    # one scale for every panel: a history far past its window would flatten the prompt's
+    # own lines, and panels on different scales cannot be compared
+    log = any(max(r.series()["whole_history"], default=0) > 4 * r.budget for r in results)
+    data["scale"] = "symlog" if log else "linear"
     for ax, res in zip(axes[:, 0], results):
         series = res.series()
         calls = list(range(1, len(res.turns) + 1))
-        for key, values in series.items():
-            label, color, dash = _STYLE[key]
-            ax.plot(calls, values, label=label, color=color, linestyle=dash, linewidth=1.2)
+        for key in sorted(series, key=lambda k: _STYLE[k][3]):
+            label, color, dash, order = _STYLE[key]
+            if key == "cached_prefix":
+                ax.fill_between(calls, series[key], color=color, alpha=0.25, label=label)
+                continue
+            width = 1.8 if key == "sent" else 1.2
+            ax.plot(
+                calls,
+                series[key],
+                label=label,
+                color=color,
+                linestyle=dash,
+                linewidth=width,
+                zorder=order + 2,
+            )
         ax.axhline(res.budget, color="tab:red", linewidth=0.8, linestyle=":", label="budget")
-        if max(series["whole_history"], default=0) > 4 * res.budget:
-            # a history far past the window would flatten the prompt's own lines
+        if log:
             ax.set_yscale("symlog", linthresh=1000)
             ax.set_ylim(bottom=0)
         ax.set_title(f"{res.name} — {res.model}, window {res.context_window:,}", fontsize=9)
@@ -216,6 +243,13 @@ def run(args: argparse.Namespace) -> int:
                 f"{t['name']}: the whole history overflows the window on {t['overflow_calls']} "
                 "of its calls (its cost assumes it fit)"
             )
+    if any(_fit_costs_more(t) for t in totals):
+        out.line(CACHE_NOTE)
     if plotted:
         out.line(f"plot: {args.plot} (series: {plotted['series_file']})")
     return 0
+
+
+def _fit_costs_more(totals: dict[str, Any]) -> bool:
+    fit, whole = totals["cost_fit_cached"], totals["cost_whole_cached"]
+    return fit is not None and whole is not None and fit > whole

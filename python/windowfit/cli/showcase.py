@@ -49,15 +49,20 @@ def _sample_text() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _counting_table() -> tuple[list[str], list[list[Any]]] | None:
-    """HOOK (lead): the counting comparison of the bundled multilingual sample.
-
-    Returns ``(columns, rows)``. Replace the body with the core's own comparison if wanted;
-    this default counts the sample with every tokenizer available offline.
-    """
+def _counting_table(
+    history: Sequence[dict[str, Any]] | None = None,
+) -> tuple[list[str], list[list[Any]]] | None:
+    """The counting comparison of the bundled multilingual sample, or of ``history`` (its
+    messages counted as a prompt): ``(columns, rows)``, every tokenizer available offline."""
     import windowfit as wf
 
     text = _sample_text()
+
+    def count(counter: Any) -> int:
+        if history is None:
+            return int(counter.count(text))
+        return int(counter.count_messages(list(history)))
+
     rows: list[list[Any]] = []
     candidates: list[tuple[str, Any]] = [
         ("gpt-4o (o200k_base)", lambda: wf.Counter(model="gpt-4o")),
@@ -70,10 +75,10 @@ def _counting_table() -> tuple[list[str], list[list[Any]]] | None:
         try:
             counter = make()
             t0 = time.perf_counter()
-            tokens = counter.count(text)
+            tokens = count(counter)
             cold = (time.perf_counter() - t0) * 1000
             t0 = time.perf_counter()
-            counter.count(text)
+            count(counter)
             warm = (time.perf_counter() - t0) * 1000
         except Exception as exc:  # noqa: BLE001 - an optional tokenizer may be missing
             rows.append([label, "-", "-", f"unavailable ({type(exc).__name__})", "-"])
@@ -361,7 +366,9 @@ def _consumers_section(out: _Out, session: SimulatedSession) -> None:
 
     store = wf.MemoryStore()
     shared = wf.Session(store, "demo")
-    agent = wf.ContextManager(model="gpt-4o", context_window=32_000, output_reserve=2_000)
+    # a window the sample's rounds fit in: at 32k the newest round (one user turn and its
+    # tool loop) passes the low-water mark and the agent would fit plainly ("fallback")
+    agent = wf.ContextManager(model="gpt-4o", context_window=16_000, output_reserve=2_000)
     router = wf.ContextManager(
         model="gpt-4o", context_window=8_000, output_reserve=500, consumer="router"
     )
@@ -384,9 +391,13 @@ def _consumers_section(out: _Out, session: SimulatedSession) -> None:
     out.table(["history", "consumer", "tokens", "strategy", "summarized", "reset"], rows)
     summary = (shared.consumer_state("router") or {}).get("summary", "")
     text = wf.render_history(shared.messages, 300, model="gpt-4o", summary=summary[:200])
-    out.line("The router's 300-token view as text (wf.render_history):")
+    out.line("The router's 300-token view as text (wf.render_history; the latest user turn is")
+    out.line("pinned, as fit pins it):")
     labelled = [ln for ln in text.splitlines() if ln.startswith(("USER:", "ASSISTANT:", "TOOL:"))]
-    for line in labelled[-4:]:
+    tail = labelled[-4:]
+    task = next((ln for ln in reversed(labelled) if ln.startswith("USER:")), None)
+    shown = ([task, "…"] if task is not None and task not in tail else []) + tail
+    for line in shown:
         out.line("  " + line[:100])
 
 
@@ -404,8 +415,10 @@ def run_demo(history: Sequence[dict[str, Any]] | None = None, *, name: str = "")
     if history is not None:
         out.line(f"Your history: {name or 'given'} ({len(session.messages)} messages)")
 
-    out.heading("1. Counting a multilingual sample")
-    table = _counting_table()
+    out.heading(
+        "1. Counting a multilingual sample" if history is None else "1. Counting your history"
+    )
+    table = _counting_table(history)
     if table is not None:
         columns, rows = table
         out.table(columns, rows)

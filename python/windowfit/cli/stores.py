@@ -1,4 +1,5 @@
-"""The `windowfit session show` and `windowfit usage` commands (registered in windowfit.cli)."""
+"""The `windowfit session list|show` and `windowfit usage` commands (registered in
+windowfit.cli)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from windowfit.session import Session
+from windowfit.session.state import DEFAULT_CONSUMER, slot
 from windowfit.store.base import BaseStore, SessionInfo, StoreError
 
-__all__ = ["add_store_arguments", "cmd_session_show", "cmd_usage", "open_cli_store"]
+__all__ = [
+    "add_store_arguments",
+    "cmd_session_list",
+    "cmd_session_show",
+    "cmd_usage",
+    "open_cli_store",
+]
 
 _DEFAULT_DB = "sessions.db"
 
@@ -117,6 +125,72 @@ def _info_rows(info: SessionInfo, children: list[SessionInfo]) -> list[tuple[str
     return [(key, _printable(value)) for key, value in rows]
 
 
+def _summaries(state: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """``(consumer, its state)`` for each consumer of a stored state that holds a summary."""
+    if not state:
+        return []
+    others = state.get("consumers")
+    names = [DEFAULT_CONSUMER, *(others if isinstance(others, dict) else ())]
+    found = [(name, slot(state, name)) for name in names]
+    return [(name, st) for name, st in found if st and st.get("summary")]
+
+
+def _summary_rows(state: dict[str, Any] | None, width: int | None) -> list[tuple[str, str]]:
+    rows = []
+    for name, st in _summaries(state):
+        label = "summary" if name == "default" else f"summary ({name})"
+        text = str(st["summary"])
+        if width is not None:
+            text = _preview({"content": text}, width)
+        head = (
+            f"{st.get('summarized_messages', '?')} messages, {st.get('summary_tokens', '?')} tokens"
+        )
+        rows.append((label, f"[{head}] {text}"))
+    return rows
+
+
+def cmd_session_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Sessions, most recently updated first, with their length and summary."""
+    out = out or sys.stdout
+    limit = None if args.limit is None or args.limit <= 0 else args.limit
+    try:
+        with open_cli_store(args) as store:
+            infos = store.list_sessions(limit)
+            states = {i.id: Session(store, i.id).state for i in infos}
+    except StoreError as exc:
+        print(f"windowfit: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        doc = [
+            {**i.to_dict(), "summaries": {n: st["summary"] for n, st in _summaries(states[i.id])}}
+            for i in infos
+        ]
+        out.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not infos:
+        out.write("no sessions\n")
+        return 0
+    rows = []
+    for i in infos:
+        summary = _summary_rows(states[i.id], 70)
+        rows.append((i.id, str(i.length), _time(i.updated_at), summary[0][1] if summary else "-"))
+    console = _console(out)
+    if console is None:
+        for row in rows:
+            out.write(f"{row[0]:<24} {row[1]:>6}  {row[2]}  {row[3]}\n")
+        return 0
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} sessions, most recently updated first")
+    for name in ("id", "messages", "updated", "summary"):
+        table.add_column(name, justify="right" if name == "messages" else "left")
+    for row in rows:
+        table.add_row(*(escape(v) for v in row))
+    console.print(table)
+    return 0
+
+
 def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
@@ -144,8 +218,9 @@ def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int
     shown = messages if args.limit is None or args.limit <= 0 else messages[-args.limit :]
     first = len(messages) - len(shown)
     console = _console(out)
+    summaries = _summary_rows(state, None)
     if console is None:
-        for key, value in _info_rows(info, children):
+        for key, value in _info_rows(info, children) + summaries:
             out.write(f"{key:>14}: {value}\n")
         for i, msg in enumerate(shown, start=first):
             out.write(f"{i:>5} {_printable(msg.get('role', '?')):<10} {_preview(msg, 100)}\n")
@@ -159,6 +234,8 @@ def cmd_session_show(args: argparse.Namespace, out: TextIO | None = None) -> int
     for key, value in _info_rows(info, children):
         head.add_row(key, escape(value))
     console.print(head)
+    for key, value in summaries:  # whole, unwrapped: the summary is what the model reads
+        console.print(f"[bold]{escape(key)}[/bold]: {escape(value)}", soft_wrap=True)
     table = Table(title=f"messages {first}..{len(messages) - 1}" if shown else "no messages")
     table.add_column("#", justify="right")
     table.add_column("role")

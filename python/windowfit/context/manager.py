@@ -38,7 +38,7 @@ from windowfit.context.tool_outputs import ToolOutputCap
 from windowfit.context.window import Windows
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES
+from windowfit.messages import SYSTEM_ROLES, plain_messages
 from windowfit.summarize import Summarizer
 
 __all__ = ["ContextManager", "Prepared", "PreparedStats", "Recommendation"]
@@ -369,7 +369,7 @@ def as_list(messages: Any) -> list[Message]:
         raise ArgumentTypeError(
             f"messages must be a list of message dicts, not {type(messages).__name__}"
         )
-    return messages if isinstance(messages, list) else list(messages)
+    return plain_messages(messages if isinstance(messages, list) else list(messages))
 
 
 def _deferred(plan: Plan, summarize: bool) -> Job | None:

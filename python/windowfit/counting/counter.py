@@ -174,11 +174,17 @@ class Counter(_core.Counter):
     process: default 2**19 entries (8 MiB per thread and encoding that counts), 0 turns them
     off, at most 2**28; also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies,
     process-wide; ``cache_info()`` reports it and the bytes the tables hold.
+
+    A counter pickles by its configuration (the resolved tokenizer: encoding name or file
+    path, pattern and options; the cache bound; the learned calibration), so it crosses
+    process boundaries (``multiprocessing``, ``concurrent.futures``, ``datasets.map``): the
+    receiving process rebuilds the native state, loading a file from the same path.
     """
 
     # No instance __dict__ (``model`` is kept by the core): nothing per instance to look
-    # past when CPython finds ``counter.count``.
-    __slots__ = ("__weakref__",)
+    # past when CPython finds ``counter.count``. ``_config`` is what pickling sends.
+    __slots__ = ("__weakref__", "_config")
+    _config: dict[str, Any]
 
     def __new__(
         cls,
@@ -222,16 +228,15 @@ class Counter(_core.Counter):
             set_piece_cache_entries(piece_cache_entries)
         kind = spec.pop("kind")
         source = spec.pop("source", None)
-        return super().__new__(
-            cls,
-            kind,
-            source,
-            cache_entries=cache_entries,
-            cache_bytes=cache_bytes,
-            model=model,
-            **spec,
-            **fmt,
-        )
+        options = {"cache_entries": cache_entries, "cache_bytes": cache_bytes, "model": model}
+        return cls._build({"kind": kind, "source": source, "options": {**options, **spec, **fmt}})
+
+    @classmethod
+    def _build(cls, config: dict[str, Any]) -> Counter:
+        """The counter of a resolved configuration (what ``__new__`` and unpickling share)."""
+        counter = _core.Counter.__new__(cls, config["kind"], config["source"], **config["options"])
+        counter._config = config
+        return counter
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # arguments are consumed by __new__
         pass
@@ -294,10 +299,15 @@ class Counter(_core.Counter):
             raise InvalidArgumentError(f"limit must be >= 0, got {limit}")
         return super().count_until(text, limit)
 
-    def __reduce__(self) -> Any:
-        raise ArgumentTypeError(
-            "Counter objects hold native state and cannot be pickled; create one per process"
-        )
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_unpickle_counter, (type(self), self._config, self.calibration))
+
+
+def _unpickle_counter(cls: type[Counter], config: dict[str, Any], calibration: float) -> Counter:
+    counter = cls._build(config)
+    if calibration != counter.calibration:
+        counter.set_calibration(calibration)
+    return counter
 
 
 # ``count`` defined on this class itself (the core's method, called without generic argument

@@ -15,7 +15,7 @@ from typing import Any
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, BudgetError
 from windowfit.fitting.window import _as_list, _budget, fit
-from windowfit.messages import SYSTEM_ROLES, canonical_role, message_text
+from windowfit.messages import SYSTEM_ROLES, canonical_role, message_text, plain_messages
 from windowfit.truncation import truncate
 
 __all__ = ["render_history"]
@@ -69,6 +69,7 @@ def render_history(
     max_turns: int | None = None,
     max_messages: int | None = None,
     tool_chars: int = 200,
+    keep_last_user: bool = True,
 ) -> str:
     """The newest part of ``messages`` as role-labelled lines within ``budget`` tokens.
 
@@ -77,8 +78,12 @@ def render_history(
     reader has its own prompt); tool calls show as ``[calls name(args)]`` and tool results as
     ``TOOL:`` lines, both cut to ``tool_chars`` characters. ``max_turns`` / ``max_messages``
     cap the window like ``fit``'s. The returned text's token count is at most ``budget``.
+
+    The latest user message (an agent's task) is pinned as ``fit`` pins it
+    (``keep_last_user``): it is rendered even when the turns after it fill the budget, and
+    cut to the room left when it alone does not fit.
     """
-    msgs = _as_list(messages)
+    msgs = plain_messages(_as_list(messages))
     b = _budget(budget)
     if isinstance(tool_chars, bool) or not isinstance(tool_chars, int):
         raise ArgumentTypeError(f"tool_chars must be an int, not {type(tool_chars).__name__}")
@@ -91,33 +96,57 @@ def render_history(
     convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
     lines: list[str] = [_line(m, tool_chars) for m in convo]
 
-    def rendered(fit_budget: int) -> tuple[str, int]:
+    def rendered(fit_budget: int) -> tuple[str, int, list[int]]:
         try:
             r = fit(
                 convo,
                 fit_budget,
                 counter=c,
                 keep_system=False,
-                keep_last_user=False,
+                keep_last_user=keep_last_user,
                 max_turns=max_turns,
                 max_messages=max_messages,
             )
-        except BudgetError:  # below the reply priming: nothing fits
-            return header, c.count(header)
+        except BudgetError:  # below the pins (or the reply priming): nothing fits
+            return header, c.count(header), []
         text = "\n".join(
             [header, *(lines[i] for i in r.kept)] if header else [lines[i] for i in r.kept]
         )
-        return text, c.count(text)
+        return text, c.count(text), r.kept
 
     # fit's window only grows with its budget, so the largest fit budget whose rendering
     # stays within ``budget`` is found by bisection.
-    best = header
+    best, best_kept = header, []
     lo, hi = 0, (c.count_messages(convo) if convo else 0)
     while lo <= hi:
         mid = (lo + hi) // 2
-        text, tokens = rendered(mid)
+        text, tokens, kept = rendered(mid)
         if tokens <= b:
-            best, lo = text, mid + 1
+            best, best_kept, lo = text, kept, mid + 1
         else:
             hi = mid - 1
+    task = _last_user(convo) if keep_last_user else None
+    if task is not None and task not in best_kept:
+        return _with_cut_line(header, lines[task], b, c)
     return best
+
+
+def _last_user(convo: list[Any]) -> int | None:
+    """The index of the latest user message (the pin ``fit``'s ``keep_last_user`` keeps)."""
+    for i in range(len(convo) - 1, -1, -1):
+        if isinstance(convo[i], Mapping) and convo[i].get("role") in ("user", "human"):
+            return i
+    return None
+
+
+def _with_cut_line(header: str, line: str, budget: int, counter: Counter) -> str:
+    """``header`` and the head of ``line`` in at most ``budget`` tokens: the pinned task
+    alone is larger than the room the header leaves."""
+    room = budget - counter.count(header) - 1
+    while room > 0:
+        cut = truncate(line, room, counter=counter, direction="head").text
+        text = f"{header}\n{cut}" if header else cut
+        if counter.count(text) <= budget:
+            return text
+        room -= 1  # the tokens of a join can differ from the parts' sum
+    return header

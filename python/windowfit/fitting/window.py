@@ -16,7 +16,7 @@ from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
-from windowfit.messages import canonical_role
+from windowfit.messages import canonical_role, plain_message
 from windowfit.truncation import truncate
 
 __all__ = ["FitResult", "FitStats", "fit", "repair"]
@@ -153,20 +153,22 @@ def _pins(pinned: Iterable[int], n: int) -> list[int]:
 def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
     """A copy of ``message`` without the tool calls in ``call_ids`` (OpenAI or Anthropic)."""
     drop = set(call_ids)
-    copy = dict(message)
+    copy = dict(plain_message(message))
     if copy.get("tool_calls"):
-        calls = [c for c in copy["tool_calls"] if c.get("id") not in drop]
+        calls = [c for c in copy["tool_calls"] if plain_message(c).get("id") not in drop]
         if calls:
             copy["tool_calls"] = calls
         else:
             copy.pop("tool_calls")
     if isinstance(copy.get("content"), list):
-        copy["content"] = [
-            p
-            for p in copy["content"]
-            if not (isinstance(p, dict) and p.get("type") == "tool_use" and p.get("id") in drop)
-        ]
+        copy["content"] = [p for p in copy["content"] if not _is_call_in(p, drop)]
     return copy
+
+
+def _is_call_in(part: Any, ids: set[str]) -> bool:
+    """Whether content ``part`` is an Anthropic ``tool_use`` block with an id in ``ids``."""
+    p = plain_message(part)
+    return isinstance(p, Mapping) and p.get("type") == "tool_use" and p.get("id") in ids
 
 
 def _empty(budget: int | None) -> FitResult:
@@ -218,12 +220,15 @@ def _result(
         for i, ids in stripped:
             chosen[where[i]] = _stripped(messages[i], ids)
     tokens = raw.tokens if kept else 0  # an empty prompt primes no reply
-    extra = {
+    extra: dict[str, Any] = {
         "results_truncated": results_truncated,  # fit's oversize handling sets these two
         "round_dropped": round_dropped,
         "budget": budget,
         "tokens": tokens,
     }
+    if (results_truncated or round_dropped) and raw.stop_reason == "all_fit":
+        # the budget bound the window, though what is left of the cut round then fit whole
+        extra["stop_reason"] = "budget"
     stats = FitStats._of(raw, extra, counter, messages, dropped)
     return FitResult(chosen, kept, dropped, tokens, budget, stats)
 
@@ -316,17 +321,24 @@ def fit(
             history, truncated = shrunk
             raw = _core.fit_indices(c, history, b, **options)
             lost = raw.round_lost
-    if lost:  # left out although the caller asked to cut it: worth a warning
-        logger.log(
-            logging.INFO if oversize == "drop" else logging.WARNING,
-            "fit: the round in progress (%d messages, %d to %d) does not fit in budget %d: "
-            "left out",
-            len(lost),
-            lost[0],
-            lost[-1],
-            b,
-        )
+    if lost:
+        _log_round_cut(raw.round_start, len(history), lost, b)
     return _result(history, raw, b, c, truncated, len(lost))
+
+
+def _log_round_cut(start: int, end: int, lost: list[int], budget: int) -> None:
+    """Say what part of an oversized round in progress was kept. INFO, not a warning: the
+    window is still valid, and the caller reads the same facts in ``stats``."""
+    logger.info(
+        "fit: the round in progress (messages %d to %d) is larger than budget %d: kept %d of "
+        "its messages, left out %d (%s)",
+        start,
+        end - 1,
+        budget,
+        end - start - len(lost),
+        len(lost),
+        f"{lost[0]} to {lost[-1]}" if len(lost) > 1 else lost[0],
+    )
 
 
 def _shrink_round(

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 #: The per-turn series of a replay, as plotted: name -> what it measures.
 SERIES = {
     "whole_history": "tokens of the whole history",
+    "fit": "tokens wf.fit sent (the baseline: the newest messages that fit, no summary)",
     "sent": "tokens the ContextManager sent",
     "cached_prefix": "tokens of its prompt that repeat the previous prompt's prefix",
     "summary": "tokens of the running summary in its prompt",
@@ -75,6 +76,7 @@ class ReplayResult:
         """Tokens per call, by the names of :data:`SERIES`."""
         return {
             "whole_history": [t.whole for t in self.turns],
+            "fit": [t.fit_sent for t in self.turns],
             "sent": [t.sent for t in self.turns],
             "cached_prefix": [t.prefix for t in self.turns],
             "summary": [t.summary for t in self.turns],

@@ -25,7 +25,15 @@ from windowfit.messages import tool_units
 from windowfit.session.state import consumer_name, own_state, record_after
 from windowfit.store.base import ConflictError, to_plain_message
 
-__all__ = ["HookWhen", "SummaryJobs", "background", "ends_turn", "summarize_op"]
+__all__ = [
+    "HookWhen",
+    "SummaryJobs",
+    "await_summaries",
+    "background",
+    "ends_turn",
+    "summarize_op",
+    "wait_for_summaries",
+]
 
 logger = logging.getLogger("windowfit.session")
 
@@ -52,6 +60,36 @@ def background() -> concurrent.futures.ThreadPoolExecutor:
                 max_workers=max(1, workers), thread_name_prefix="windowfit-summary"
             )
         return _EXECUTOR
+
+
+# Every background summary still running, in any session: what shutdown waits for.
+_RUNNING: set[Any] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _running(kind: type) -> list[Any]:
+    with _RUNNING_LOCK:
+        return [job for job in _RUNNING if isinstance(job, kind)]
+
+
+def wait_for_summaries(timeout: float | None = None) -> bool:
+    """Block until every background summary thread has finished (saved or dropped its
+    result); False if some are still running after ``timeout`` seconds. Call it at shutdown,
+    before closing the store, so that a summary in flight is saved rather than lost."""
+    pending = _running(concurrent.futures.Future)
+    _, not_done = concurrent.futures.wait(pending, timeout=timeout)
+    return not not_done
+
+
+async def await_summaries(timeout: float | None = None) -> bool:
+    """:func:`wait_for_summaries` for the tasks ``aappend`` / ``asummarize_after`` started in
+    the running loop (and, without blocking it, for background threads)."""
+    tasks = [t for t in _running(asyncio.Task) if not t.done()]
+    futures = [asyncio.wrap_future(f) for f in _running(concurrent.futures.Future)]
+    if not tasks and not futures:
+        return True
+    _, not_done = await asyncio.wait([*tasks, *futures], timeout=timeout)
+    return not not_done
 
 
 def ends_turn(batch: Sequence[Mapping[str, Any]]) -> bool:
@@ -125,11 +163,15 @@ class SummaryJobs:
         name = consumer_name(cm)
         with self._lock:
             self._pending[name] = job
+        with _RUNNING_LOCK:
+            _RUNNING.add(job)
 
         def done(_: Any) -> None:
             with self._lock:
                 if self._pending.get(name) is job:
                     del self._pending[name]
+            with _RUNNING_LOCK:
+                _RUNNING.discard(job)
 
         job.add_done_callback(done)
         return job

@@ -36,6 +36,7 @@ from windowfit.errors import (
     MessageTypeError,
     WindowfitError,
 )
+from windowfit.messages import plain_message
 
 if TYPE_CHECKING:
     # typing_extensions is not a run-time dependency: Self is only read by type checkers
@@ -298,15 +299,10 @@ def _dumps(obj: Any) -> str:
 
 
 def to_plain_message(message: Any) -> dict[str, Any]:
-    """A message as a plain dict: mappings as-is, pydantic objects (SDK messages) dumped."""
-    if isinstance(message, Mapping):
-        return message if isinstance(message, dict) else dict(message)
-    dump = getattr(message, "model_dump", None)
-    if callable(dump):
-        # SDK response objects carry many None fields the APIs do not want back.
-        plain = dump(mode="json", exclude_none=True)
-        if isinstance(plain, dict):
-            return plain
+    """A message as a plain dict: mappings as-is, SDK objects read by ``plain_message``."""
+    plain = plain_message(message)
+    if isinstance(plain, Mapping):
+        return plain if isinstance(plain, dict) else dict(plain)
     raise MessageTypeError(
         f"a message must be a mapping (OpenAI chat format dict), not {type(message).__name__}"
     )

@@ -17,6 +17,7 @@ from windowfit.errors import InvalidArgumentError, WindowfitError
 from windowfit.messages import SYSTEM_ROLES
 
 __all__ = [
+    "FIT_PROMISES",
     "INVARIANTS",
     "Analysis",
     "WindowInvariantError",
@@ -37,6 +38,11 @@ Msg = Mapping[str, Any]
 
 #: The invariants :func:`check_window` checks, in the order it checks them.
 INVARIANTS = ("budget", "order", "pins", "pairing", "contiguity", "maximality")
+
+#: The options that hold a window to everything ``wf.fit`` promises beyond a valid window:
+#: it starts on a user turn and no older round would have fit
+#: (``check_window(msgs, r, budget, counter, **FIT_PROMISES)``).
+FIT_PROMISES: dict[str, Any] = {"start_on": "user", "maximal": True}
 
 
 class WindowInvariantError(WindowfitError, AssertionError):
@@ -330,10 +336,10 @@ def check_window(
     *,
     keep_system: bool = True,
     keep_last_user: bool = True,
-    start_on: str | None = "user",
+    start_on: str | None = None,
     pinned: Sequence[int] = (),
     unanswered: str = "drop",
-    maximal: bool = True,
+    maximal: bool = False,
 ) -> None:
     """Raise :class:`WindowInvariantError` (an ``AssertionError``) naming the first broken
     window invariant of ``result`` as a window of ``messages`` under ``budget``.
@@ -341,7 +347,13 @@ def check_window(
     ``result`` is a ``wf.FitResult``, the list of messages a trim policy chose, or the
     exception it raised (only ``BudgetError`` when the pins alone exceed the budget passes).
     The keyword arguments are the pins and options the window was made with (``fit``'s).
-    ``maximal=False`` skips the maximality check for policies that may leave room unused.
+
+    The defaults check what every valid window must be, whatever policy chose it: within
+    the budget, in order, the pins kept (system messages and the latest user message), tool
+    calls and results whole, and no hole after the window's first message. Two promises are
+    ``fit``'s own and opt-in: ``start_on="user"`` (the window starts on a user turn, older
+    context grows by whole rounds) and ``maximal=True`` (no older unit or round would have
+    fit in the room left); :data:`FIT_PROMISES` sets both.
     """
     msgs = list(messages)
     n = len(msgs)

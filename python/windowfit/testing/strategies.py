@@ -47,6 +47,29 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
 }
 _ALL = tuple(LANGUAGES)
 
+# The characters of arbitrary text: ASCII, whitespace and control characters, Latin, CJK,
+# Cyrillic, Arabic, combining marks, zero-width and joiner characters, astral emoji with
+# modifiers, private use. Drawn as lists of characters, never through ``st.text`` or
+# ``st.characters``: those build Hypothesis's unicode tables on a first run (seconds, before
+# its cache exists), long enough to fail the "input generation is slow" health check in the
+# user's own test.
+_ALPHABET = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    " \t\n\r\x0b\x0c\x00\x1b.,;:!?'\"`()[]{}<>|/\\-_=+*&^%$#@~"
+    "éèçñßøÅÆœ€£¥°±×÷"
+    "数据上下文窗口计数。，、「」"
+    "Ошибкафйл"
+    "مرحبا"
+    "\u0301\u0308\u200b\u200c\u200d\u00a0\u2028\u3000\ufeff\ue000"
+    "🙂👍🏽👩💻🚀𝔘"
+)
+_CHARS = st.sampled_from(_ALPHABET)
+
+
+def _free_text(min_size: int = 0, max_size: int = 24) -> st.SearchStrategy[str]:
+    """Arbitrary short text over :data:`_ALPHABET`."""
+    return st.lists(_CHARS, min_size=min_size, max_size=max_size).map("".join)
+
 
 def _samples(languages: Sequence[str]) -> list[str]:
     unknown = [lang for lang in languages if lang not in LANGUAGES]
@@ -58,8 +81,8 @@ def _samples(languages: Sequence[str]) -> list[str]:
 
 
 def texts(languages: Sequence[str] = _ALL, *, arbitrary: bool = True) -> st.SearchStrategy[str]:
-    """Plain text: empty, short arbitrary unicode (no lone surrogates), a sample, or a sample
-    repeated a few times."""
+    """Plain text: empty, short arbitrary text (a wide alphabet of scripts, whitespace and
+    emoji; no lone surrogates), a sample, or a sample repeated a few times."""
     samples = _samples(languages)
     options = [
         st.just(""),
@@ -67,7 +90,7 @@ def texts(languages: Sequence[str] = _ALL, *, arbitrary: bool = True) -> st.Sear
         st.builds(lambda s, k: s * k, st.sampled_from(samples), st.integers(2, 12)),
     ]
     if arbitrary:
-        options.insert(1, st.text(max_size=24))
+        options.insert(1, _free_text())
     return st.one_of(*options)
 
 
@@ -119,7 +142,7 @@ def _arguments(t: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         lambda q, n, extra: json.dumps({"query": q, "limit": n, **extra}, ensure_ascii=False),
         t,
         st.integers(0, 1000),
-        st.dictionaries(st.sampled_from(["lang", "path", "page"]), st.text(max_size=8), max_size=2),
+        st.dictionaries(st.sampled_from(["lang", "path", "page"]), _free_text(0, 8), max_size=2),
     )
 
 
@@ -298,7 +321,7 @@ def valid_histories(
     only, every call answered right after it, arguments serialized like ``json.dumps``. May open
     with assistant messages and end with assistant/tool messages after the latest user turn."""
     t = texts(languages)
-    nonempty = st.one_of(st.text(min_size=1, max_size=24), st.sampled_from(_samples(languages)))
+    nonempty = st.one_of(_free_text(1), st.sampled_from(_samples(languages)))
     out: list[Msg] = []
     serial = iter(range(10**9))
     if draw(st.booleans()):

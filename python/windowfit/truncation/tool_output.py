@@ -452,16 +452,18 @@ class ToolOutputTruncator:
         else:
             preview, info = self._plain_preview(job, path)
         counter = self.counter
+        kept = (counter.count(preview), count_lines(preview), count_bytes(preview))
         stats: dict[str, Any] = {
             "tool_name": job.tool_name,
             "direction": self.direction,
             "original_lines": job.lines,
             "original_bytes": job.nbytes,
             "original_tokens": job.tokens,
-            "kept_lines": count_lines(preview),
-            "kept_bytes": count_bytes(preview),
-            "kept_tokens": counter.count(preview),
-            "limited_by": job.over,
+            "kept_lines": kept[1],
+            "kept_bytes": kept[2],
+            "kept_tokens": kept[0],
+            "limited_by": self._binding(*kept),
+            "over_limits": job.over,
             "compacted": job.compacted is not None,
             **info,
             "counter": counter.name,
@@ -472,6 +474,21 @@ class ToolOutputTruncator:
         if job.metadata is not None:
             stats["metadata"] = dict(job.metadata)
         return {"truncated": True, "preview": preview, "full_output_path": path, "stats": stats}
+
+    def _binding(self, tokens: int, lines: int, nbytes: int) -> list[str]:
+        """The limit(s) the preview filled most (``tokens``, ``lines``, ``bytes``): the one
+        that stopped the cut, whichever others the output was also over."""
+        used = {
+            name: value / limit
+            for name, value, limit in (
+                ("tokens", tokens, self.limits.tokens),
+                ("lines", lines, self.limits.lines),
+                ("bytes", nbytes, self.limits.bytes),
+            )
+            if limit is not None
+        }
+        top = max(used.values())
+        return [name for name, share in used.items() if share >= top - 1e-9]
 
     # ---------------------------------------------------------------- previews
 
@@ -518,18 +535,26 @@ class ToolOutputTruncator:
     def _plain_preview(self, job: _Job, path: str | None) -> tuple[str, dict[str, Any]]:
         """The output cut to the limits minus room for the note, then the note."""
 
+        last_body = [""]
+
         def attempt(lim: _Limits) -> tuple[str, int]:
             t = job.cuts.get(lim)
             if t is None:
                 t = job.cuts[lim] = self._cut(job.output, lim)
             job.tokens = t.original_tokens
+            last_body[0] = t.text
             return t.text, t.omitted_tokens
 
         for make in self._plain_notes(job, path):
             got = self._with_note(attempt, make)
             if got is not None:
                 preview, omitted = got
-                return preview, {"omitted_tokens": omitted, "note": True}
+                # the note's own figures: what it says was kept of the output
+                kept = {
+                    "kept_output_lines": count_lines(last_body[0]),
+                    "kept_output_tokens": max((job.tokens or 0) - omitted, 0),
+                }
+                return preview, {"omitted_tokens": omitted, "note": True, **kept}
         # not even the short note fits: the bare cut
         text, omitted = attempt(self.limits)
         return text, {"omitted_tokens": omitted, "note": False}

@@ -90,6 +90,15 @@ impl Vocab {
         Self { tokens, short, long, pairs, giant: OnceLock::new() }
     }
 
+    /// The number of tokens (ranks run from 0 to one less).
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
     /// The bytes of token `rank`, if it exists.
     #[inline]
     pub fn bytes(&self, rank: u32) -> Option<&'static [u8]> {
