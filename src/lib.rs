@@ -6,6 +6,7 @@ pub mod count;
 pub mod error;
 pub mod fit;
 pub mod message;
+pub mod recall;
 pub mod registry;
 pub mod tokenize;
 pub mod truncate;

@@ -36,6 +36,7 @@ from windowfit.errors import (
 from windowfit.fitting import FitResult, fit, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
 from windowfit.observation import ObservationTruncator, compact_json
+from windowfit.recall import RecallResult, recall
 from windowfit.render import render_history
 from windowfit.session import Session
 from windowfit.store import (
@@ -82,6 +83,8 @@ __all__ = [
     # managing a conversation
     "ContextManager",
     "Prepared",
+    "recall",
+    "RecallResult",
     "Budget",
     "compute_budget",
     "StrategyDecision",

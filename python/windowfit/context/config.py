@@ -35,6 +35,7 @@ from windowfit.context.defaults import (
     output_dir,
 )
 from windowfit.context.plan import MaskedPrefix
+from windowfit.context.recall import DEFAULT_RECALL_RATIO, recall_settings
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
@@ -131,6 +132,9 @@ class Settings:
         consumer: str | None = None,
         mask_keep: int | None = None,
         mask_clear_at_least: int | None = None,
+        recall: bool | None = None,
+        recall_ratio: float | None = None,
+        recall_embedder: Any = None,
     ) -> None:
         if consumer is not None and (not isinstance(consumer, str) or not consumer):
             raise InvalidArgumentError(f"consumer must be a non-empty str, not {consumer!r}")
@@ -223,6 +227,11 @@ class Settings:
         )
 
         self._mask_settings(mask_keep, mask_clear_at_least)
+        self.recall_settings = recall_settings(
+            _setting("recall", recall, True, bool),
+            _setting("recall_ratio", recall_ratio, DEFAULT_RECALL_RATIO, float),
+            recall_embedder,
+        )
         self.counter = self._make_counter(counter, info)
         self.summarizer = self._make_summarizer(summarizer)
         self._priming = int(getattr(self.counter, "reply_priming", 0))

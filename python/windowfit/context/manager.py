@@ -17,6 +17,7 @@ from windowfit._twins import CallOp, awaitable, blocking, call
 from windowfit.context.budget import Budget
 from windowfit.context.plan import Outcome, Plan
 from windowfit.context.planner import Planner
+from windowfit.context.recall import apply_recall, recall_input, recall_stage
 from windowfit.context.runner import Runner
 from windowfit.context.state import now
 from windowfit.context.stats import Stats
@@ -281,5 +282,10 @@ class ContextManager(Stats, Planner, Runner):
         )
         prepared = list(fitted.result.messages)
         self._fill_stats(plan, fitted, prepared)
+        prepared = apply_recall(
+            recall_stage(self.recall_settings, self.counter, recall_input(plan, fitted, summary)),
+            stats,
+            st,
+        )
         st["updated_at"] = now()
         return Prepared(messages=prepared, stats=stats, state=st)
