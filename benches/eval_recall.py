@@ -243,13 +243,10 @@ def evaluate(conv: Conversation, window: int, counter: Any, ratio: float | None)
         history = [*conv.messages, ask]
         for name in POLICIES:
             prompt = prompt_for(name, history)
-            ok = (
-                name == "whole"
-                or (
-                    counter.count_messages(prompt) <= budget
-                    and pairing_ok(prompt)
-                    and prompt[-1] is ask
-                )
+            ok = name == "whole" or (
+                counter.count_messages(prompt) <= budget
+                and pairing_ok(prompt)
+                and prompt[-1] is ask
             )
             fig.violations[name] += not ok
             fig.recall[name].append(word_recall(words, prompt_text(prompt)))
@@ -355,7 +352,10 @@ def find_memorybank(explicit: str | None) -> Path | None:
 
 
 def run_suite(
-    convs: list[Conversation], window: int, counter: Any, ratio: float | None,
+    convs: list[Conversation],
+    window: int,
+    counter: Any,
+    ratio: float | None,
     log: Callable[[str], None],
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     total = Figures()
@@ -376,8 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memorybank", default=None, help="the dialogs-memorybank folder")
     parser.add_argument("--memorybank-window", type=int, default=2048)
     parser.add_argument("--no-memorybank", action="store_true")
-    parser.add_argument("--ratio", type=float, default=None, help="recall_ratio (default: the manager's)")
-    parser.add_argument("--timing", type=int, default=0, help="prepare time on N messages (0: skip)")
+    parser.add_argument(
+        "--ratio", type=float, default=None, help="recall_ratio (default: the manager's)"
+    )
+    parser.add_argument(
+        "--timing", type=int, default=0, help="prepare time on N messages (0: skip)"
+    )
     parser.add_argument("--runs", type=int, default=30, help="timed calls for --timing")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -405,7 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write("\n")
         return 0
     out = [f"$ {result['command']}  ({result['seconds']} s)", ""]
-    for key, title in (("dialogs", f"dialogs, {args.window} window"), ("memorybank", f"MemoryBank (proxy answers), {args.memorybank_window} window")):
+    for key, title in (
+        ("dialogs", f"dialogs, {args.window} window"),
+        ("memorybank", f"MemoryBank (proxy answers), {args.memorybank_window} window"),
+    ):
         if key in result:
             out += [table(title, result[key]), ""]
             for lang, s in result[f"{key}_by_language"].items():

@@ -7,10 +7,9 @@ import math
 from typing import Any
 
 import pytest
+import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import windowfit as wf
 from windowfit import _core
 from windowfit.recall import recall_terms
 
@@ -111,7 +110,9 @@ def test_candidates_and_summary_exclude() -> None:
     msgs = chat(FACTS, 40)
     r = wf.recall(msgs, "parrot name", 500, counter=COUNTER, candidates=range(10, 80))
     assert all(u.start >= 10 for u in r.units)
-    summary = "- user: We adopted a parrot and named him Biscuit. Biscuit is a lovely name for a parrot"
+    summary = (
+        "- user: We adopted a parrot and named him Biscuit. Biscuit is a lovely name for a parrot"
+    )
     r2 = wf.recall(msgs, "parrot name Biscuit", 500, counter=COUNTER, exclude_text=summary)
     assert all(u.start != 6 for u in r2.units)
     assert any(s["reason"] == "already in the summary" for s in r2.skipped)
@@ -124,15 +125,25 @@ def test_budget_too_small_returns_nothing() -> None:
 
 
 def tool_history() -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Fix the failing test in src/app/config_loader.py"}]
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the failing test in src/app/config_loader.py"}
+    ]
     for k in range(6):
         calls = [
-            {"id": f"c{k}{j}", "type": "function", "function": {"name": "bash", "arguments": f'{{"cmd": "cat file{k}_{j}.txt"}}'}}
+            {
+                "id": f"c{k}{j}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": f'{{"cmd": "cat file{k}_{j}.txt"}}'},
+            }
             for j in range(2)
         ]
         msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
         for j in range(2):
-            body = "def load_config(path): raise KeyError" if (k, j) == (1, 1) else f"plain output {k} {j}"
+            body = (
+                "def load_config(path): raise KeyError"
+                if (k, j) == (1, 1)
+                else f"plain output {k} {j}"
+            )
             msgs.append({"role": "tool", "tool_call_id": f"c{k}{j}", "content": body})
     msgs.append({"role": "user", "content": "where does load_config raise KeyError?"})
     return msgs
@@ -140,7 +151,9 @@ def tool_history() -> list[dict[str, Any]]:
 
 def test_a_tool_call_comes_back_with_all_its_results() -> None:
     msgs = tool_history()
-    r = wf.recall(msgs, "load_config KeyError", 500, counter=COUNTER, candidates=range(1, len(msgs) - 1))
+    r = wf.recall(
+        msgs, "load_config KeyError", 500, counter=COUNTER, candidates=range(1, len(msgs) - 1)
+    )
     assert r.units and (r.units[0].start, r.units[0].end) == (4, 7)
     assert r.messages[0]["tool_calls"] == msgs[4]["tool_calls"]
     assert r.messages[1:] == msgs[5:7]
@@ -173,10 +186,20 @@ def histories(draw: Any) -> list[dict[str, Any]]:
         text = " ".join(draw(st.lists(st.sampled_from(WORDS), max_size=6)))
         if kind == "tools":
             n = draw(st.integers(1, 3))
-            calls = [{"id": f"t{k}_{j}", "type": "function", "function": {"name": "f", "arguments": text}} for j in range(n)]
+            calls = [
+                {
+                    "id": f"t{k}_{j}",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": text},
+                }
+                for j in range(n)
+            ]
             msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
             answered = draw(st.integers(0, n))  # some calls may be left unanswered
-            msgs.extend({"role": "tool", "tool_call_id": f"t{k}_{j}", "content": text} for j in range(answered))
+            msgs.extend(
+                {"role": "tool", "tool_call_id": f"t{k}_{j}", "content": text}
+                for j in range(answered)
+            )
         elif kind == "orphan":
             msgs.append({"role": "tool", "tool_call_id": f"x{k}", "content": text})
         else:
@@ -222,8 +245,17 @@ def test_bad_input_gives_nothing_or_a_bounded_block() -> None:
     one = [{"role": "user", "content": "just one message about a parrot"}]
     assert wf.recall(one, "parrot", 500, counter=COUNTER).tokens <= 500
     no_text = [
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "a", "content": ""},
     ]
     r = wf.recall(no_text, "parrot", 500, counter=COUNTER)
@@ -231,7 +263,10 @@ def test_bad_input_gives_nothing_or_a_bounded_block() -> None:
     surrogate = [{"role": "user", "content": "parrot \ud800 named \udfff Biscuit"}, *msgs]
     r = wf.recall(surrogate, "parrot \udc00 Biscuit", 500, counter=COUNTER)
     assert r.tokens <= 500
-    big = [{"role": "user", "content": "parrot " + "x" * 10_000_000}, {"role": "assistant", "content": "ok"}]
+    big = [
+        {"role": "user", "content": "parrot " + "x" * 10_000_000},
+        {"role": "assistant", "content": "ok"},
+    ]
     r = wf.recall([*big, *msgs], "parrot", 300, counter=COUNTER)
     assert r.tokens <= 300
     with pytest.raises(wf.ArgumentTypeError):

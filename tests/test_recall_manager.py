@@ -6,11 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 import windowfit as wf
-from windowfit.context.recall import RecallInput, recall_settings, recall_stage
-
 from test_recall import FACTS, chat, tool_history
+from windowfit.context.recall import RecallInput, recall_settings, recall_stage
 
 COUNTER = wf.Counter(model="gpt-4o")
 WINDOW = 2048
@@ -36,7 +34,13 @@ HISTORY = chat(FACTS, 120)
 QUESTION = {"role": "user", "content": "What did we name our parrot?"}
 # many facts, more than a summary of this window can hold: some only recall brings back
 CODES = {t: f"QX-{1000 + 37 * t}" for t in range(2, 90, 3)}
-MANY = chat({t: (f"The booking code for trip number {t} is {c}.", "Noted, thanks.") for t, c in CODES.items()}, 130)
+MANY = chat(
+    {
+        t: (f"The booking code for trip number {t} is {c}.", "Noted, thanks.")
+        for t, c in CODES.items()
+    },
+    130,
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,10 @@ def test_the_evicted_answer_comes_back_before_the_question(asked: tuple[Any, Any
     p, p_off, code = asked
     assert code in text(p.messages)
     recalled = p.stats["recalled"]
-    assert recalled and any(code in str(m.get("content")) for m in p.messages[-1 - sum(u["end"] - u["start"] for u in recalled) : -1])
+    assert recalled and any(
+        code in str(m.get("content"))
+        for m in p.messages[-1 - sum(u["end"] - u["start"] for u in recalled) : -1]
+    )
     assert p.messages[-1] is p_off.messages[-1]
     n = sum(u["end"] - u["start"] for u in recalled)
     block = p.messages[-1 - n : -1]
@@ -94,9 +101,22 @@ def test_agent_calls_of_one_turn_send_the_same_block() -> None:
     # a long agent turn after the question: many rounds push the early ones out
     for k in range(40):
         cid = f"z{k}"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": "bash", "arguments": f'{{"cmd": "ls dir{k}"}}'}}]})
-        msgs.append({"role": "tool", "tool_call_id": cid, "content": f"listing {k} " + "entry " * 60})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": f'{{"cmd": "ls dir{k}"}}'},
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "tool_call_id": cid, "content": f"listing {k} " + "entry " * 60}
+        )
     state = None
     by_cut: dict[int, list[Any]] = {}
     budget = WINDOW - cm.output_reserve
@@ -130,15 +150,29 @@ def test_stage_bad_input_never_raises() -> None:
     assert out.prompt == lone and out.stats["recalled"] == []
     huge_q = [*HISTORY, {"role": "user", "content": "parrot " * 500_000}]
     out = recall_stage(
-        settings, COUNTER, RecallInput(huge_q, [huge_q[-1]], [len(huge_q) - 1], 100, 3000, len(huge_q) - 1, "", 0, {})
+        settings,
+        COUNTER,
+        RecallInput(huge_q, [huge_q[-1]], [len(huge_q) - 1], 100, 3000, len(huge_q) - 1, "", 0, {}),
     )
     assert out.tokens <= 3000
     no_text = [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "a", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "a",
+            "content": [{"type": "image_url", "image_url": {"url": "data:,"}}],
+        },
         {"role": "user", "content": "what did the tool show?"},
     ]
-    out = recall_stage(settings, COUNTER, RecallInput(no_text, [no_text[2]], [2], 10, 1000, 2, "", 0, {}))
+    out = recall_stage(
+        settings, COUNTER, RecallInput(no_text, [no_text[2]], [2], 10, 1000, 2, "", 0, {})
+    )
     assert out.tokens <= 1000
 
 

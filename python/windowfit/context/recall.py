@@ -82,6 +82,8 @@ class RecallInput:
     summary: str
     cut: int
     state: Mapping[str, Any]
+    #: the room left beside a window at its high-water mark (what stays free until a cut)
+    stable_room: int = 0
 
 
 @dataclass
@@ -149,6 +151,10 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     if isinstance(record, Mapping) and record.get("key") == key:
         result = rebuild(history, record.get("units") or [], room, counter, set(candidates))
         reused = result is not None
+        if result is None:
+            # the window grew into the block's room: choose again within the room the window
+            # leaves until its next cut, so the block stays put from here on
+            room = min(room, inp.stable_room)
     if result is None:
         result = recall(
             history,
@@ -188,6 +194,10 @@ def recall_input(plan: Any, fitted: Any, summary: str) -> RecallInput:
         summary=summary if view.summary_idx else "",
         cut=plan.cut,
         state=plan.state,
+        stable_room=plan.budget.prompt_budget
+        - plan.budget.system_tokens
+        - plan.budget.high_water
+        - int(plan.stats.get("reply_priming", 3)),
     )
 
 

@@ -151,7 +151,9 @@ def _is_result(m: Message) -> bool:
     )
 
 
-def _exchange(history: Sequence[Message], i: int, allowed: Callable[[int], bool]) -> tuple[int, int] | None:
+def _exchange(
+    history: Sequence[Message], i: int, allowed: Callable[[int], bool]
+) -> tuple[int, int] | None:
     """The exchange around ``history[i]``: a user turn with the reply right after it, or a
     reply with the user turn right before it; a tool round alone. None for what cannot be
     recalled (system messages, results without their call, messages outside ``allowed``)."""
