@@ -63,7 +63,7 @@ def test_index_scores_are_bm25_over_the_core_terms() -> None:
     msgs = chat(FACTS, 25, dated=False)
     index = _core.RecallIndex()
     query = "What did I cook for my sister on April 30?"
-    got = dict(index.search(msgs, query, None, 1000))
+    got = dict(index.search(msgs, query, limit=1000))
     # one document per distinct message: a repeated message is indexed once
     distinct = list(dict.fromkeys((m["role"], m["content"]) for m in msgs))
     scores = bm25([recall_terms(text) for _, text in distinct], recall_terms(query))
@@ -77,17 +77,17 @@ def test_index_scores_are_bm25_over_the_core_terms() -> None:
 def test_index_is_incremental_and_keyed_by_content() -> None:
     index = _core.RecallIndex()
     msgs = chat(FACTS, 10)
-    index.search(msgs, "parrot", None, 10)
+    index.search(msgs, "parrot", limit=10)
     assert len(index) == len({(m["role"], m["content"]) for m in msgs})
     more = [*msgs, {"role": "user", "content": "a brand new message about kayaks"}]
-    index.search(more, "kayak", None, 10)
+    index.search(more, "kayak", limit=10)
     assert len(index) == len({(m["role"], m["content"]) for m in more})
     # a copy of a message (a new object, same content) is the same document
     copies = [dict(m) for m in more]
-    index.search(copies, "kayak", None, 10)
+    index.search(copies, "kayak", limit=10)
     assert len(index) == len({(m["role"], m["content"]) for m in more})
     small = _core.RecallIndex(max_messages=5)
-    small.search(more, "kayak", None, 10)
+    small.search(more, "kayak", limit=10)
     assert len(small) <= 5
 
 

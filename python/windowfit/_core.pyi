@@ -1,6 +1,6 @@
 """Type stubs for windowfit's Rust extension (``windowfit._core``)."""
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -253,7 +253,9 @@ class RecallIndex:
         self,
         messages: list[Any],
         query: str,
-        candidates: Sequence[int] | None = None,
+        lo: int = 0,
+        hi: int | None = None,
+        skip: Set[int] | None = None,
         limit: int = 256,
     ) -> list[tuple[int, float]]: ...
 

@@ -2,6 +2,7 @@
 //! messages, and `recall_terms`, its text rules (so Python layers compare texts by the same
 //! terms the index scores).
 
+use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use pyo3::prelude::*;
@@ -91,16 +92,19 @@ impl PyRecallIndex {
         *g = State { index: RecallIndex::new(self.max_messages), seen: Vec::new() };
     }
 
-    /// BM25 scores for `query` of the messages at `candidates` (positions in `messages`; all
-    /// when None), best first, at most `limit`, only those with a score. New messages are
-    /// indexed on the way.
-    #[pyo3(signature = (messages, query, candidates = None, limit = 256))]
+    /// BM25 scores for `query` of the messages at positions `lo..hi` of `messages` (all of
+    /// them by default) except those in `skip`, best first, at most `limit`, only those with
+    /// a score. New messages are indexed on the way.
+    #[pyo3(signature = (messages, query, lo = 0, hi = None, skip = None, limit = 256))]
+    #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
         py: Python<'_>,
         messages: &Bound<'_, PyList>,
         query: &Bound<'_, PyString>,
-        candidates: Option<Vec<usize>>,
+        lo: usize,
+        hi: Option<usize>,
+        skip: Option<HashSet<usize>>,
         limit: usize,
     ) -> PyResult<Vec<(usize, f64)>> {
         let query = text_from_str(query);
@@ -110,11 +114,10 @@ impl PyRecallIndex {
             state.index.tick();
             let format = MessageFormat::default();
             let n = messages.len();
+            let hi = hi.unwrap_or(n).min(n);
+            let skip = skip.unwrap_or_default();
+            let wanted: Vec<usize> = (lo.min(hi)..hi).filter(|i| !skip.contains(i)).collect();
             let mut slots: Vec<Option<u32>> = vec![None; n];
-            let wanted: Vec<usize> = match &candidates {
-                Some(c) => c.iter().copied().filter(|&i| i < n).collect(),
-                None => (0..n).collect(),
-            };
             state.seen.truncate(n);
             for &i in &wanted {
                 let obj = messages.get_item(i)?;

@@ -23,7 +23,7 @@ from typing import Any
 
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
+from windowfit.messages import fingerprint, message_text
 from windowfit.recall import Embedder, RecallResult, rebuild, recall
 
 __all__ = [
@@ -133,14 +133,11 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         at = inp.sources.index(last_user)
     except ValueError:
         return _none(inp, "the latest user message is not in the prompt")
-    in_prompt = set(inp.sources)
-    candidates = [
-        k
-        for k in range(len(history))
-        if k not in in_prompt and history[k].get("role") not in SYSTEM_ROLES
-    ]
-    if not candidates:
+    in_prompt = {k for k in inp.sources if k >= 0}
+    n = len(history)
+    if len(in_prompt) >= n:
         return _none(inp, "nothing has left the window")
+
     room = min(int(settings.ratio * inp.budget), inp.budget - inp.tokens)
     if room < MIN_ROOM:
         return _none(inp, f"no room under the budget ({max(room, 0)} tokens)")
@@ -149,7 +146,9 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     result: RecallResult | None = None
     reused = False
     if isinstance(record, Mapping) and record.get("key") == key:
-        result = rebuild(history, record.get("units") or [], room, counter, set(candidates))
+        result = rebuild(
+            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt
+        )
         reused = result is not None
         if result is None:
             # the window grew into the block's room: choose again within the room the window
@@ -161,7 +160,8 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             _query(history, last_user),
             room,
             counter=counter,
-            candidates=candidates,
+            candidates=range(n),
+            exclude=in_prompt,
             exclude_text=inp.summary,
             index=settings.index,
             embedder=settings.embedder,

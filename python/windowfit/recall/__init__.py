@@ -37,7 +37,7 @@ from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, content_text
-from windowfit.summarize.salience import _stamp
+from windowfit.summarize.salience import _STAMP_KEYS, _stamp
 
 __all__ = ["RecallResult", "RecalledUnit", "recall", "recall_terms", "shared_index"]
 
@@ -54,6 +54,8 @@ MIN_SHARE = 0.2
 NEIGHBOUR_SHARE = 0.35
 #: How far back a unit looks for the session date in force.
 DATE_LOOKBACK = 200
+#: Below this many tokens left, no exchange fits: selection stops.
+MIN_UNIT_TOKENS = 16
 #: Reciprocal-rank fusion constant (the usual 60).
 RRF_K = 60
 _FOLLOW_UP_RE = re.compile(
@@ -108,7 +110,7 @@ class RecallResult:
     ``units`` (what and why), ``tokens`` (``sum(count_message(m))`` of ``messages``) and
     ``skipped`` (candidates left out, with the reason)."""
 
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Any] = field(default_factory=list)  # stamped copies and the inputs
     units: list[RecalledUnit] = field(default_factory=list)
     tokens: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
@@ -119,10 +121,22 @@ class RecallResult:
 # ---------------------------------------------------------------------------------------------
 
 
+def _plain(m: Message) -> bool:
+    """A user or assistant message with text only: a unit of its own under any pairing."""
+    return (
+        m.get("role") in ("user", "assistant")
+        and isinstance(m.get("content"), str)
+        and not m.get("tool_calls")
+        and not m.get("function_call")
+    )
+
+
 def _span_at(history: Sequence[Message], i: int, radius: int = 24) -> tuple[int, int, str]:
     """The core's pairing unit holding ``history[i]`` (widened until it is not cut by the
     slice it was read from); kind ``"orphan"`` for a unit with an unanswered call or a result
     without its call, which cannot be sent on its own."""
+    if _plain(history[i]):
+        return i, i + 1, "message"
     n = len(history)
     while True:
         lo, hi = max(0, i - radius), min(n, i + radius + 1)
@@ -185,19 +199,55 @@ def _unit_text(history: Sequence[Message], start: int, end: int, limit: int = 40
 # ---------------------------------------------------------------------------------------------
 
 
-def _date_in_force(history: Sequence[Message], start: int) -> str | None:
-    """The session date or timestamp in force at ``history[start]``: its own, else the last
-    one stated before it (a bounded look back)."""
-    for k in range(start, max(-1, start - DATE_LOOKBACK), -1):
-        m = history[k]
-        if m.get("role") in ("tool", "function"):
-            continue  # tool output opens with anything; a session date is not stated there
+_STAMP_OPENERS = ("[", "(", "（", "【", "date", "time", "session", "日期", "时间", "会话")
+
+
+class _Dates:
+    """The session date or timestamp in force at a position: its message's own, else the last
+    one stated before it (a bounded look back), remembered for the call."""
+
+    def __init__(self, history: Sequence[Message]) -> None:
+        self.history = history
+        self.memo: dict[int, str | None] = {}
+
+    @staticmethod
+    def own(m: Message) -> str | None:
         content = m.get("content")
-        text = content if isinstance(content, str) else ""
-        date, _ = _stamp(m, text[:200])
-        if date:
-            return date
-    return None
+        if isinstance(content, str):
+            head = content[:12].lstrip().lower()
+            if not head.startswith(_STAMP_OPENERS) and not any(key in m for key in _STAMP_KEYS):
+                return None  # the common case, decided without a regular expression
+        if m.get("role") in ("tool", "function"):
+            return None  # tool output opens with anything; a session date is not stated there
+        return _stamp(m, content[:200] if isinstance(content, str) else "")[0]
+
+    def at(self, start: int) -> str | None:
+        history, memo, openers = self.history, self.memo, _STAMP_OPENERS
+        seen: list[int] = []
+        found: str | None = None
+        for k in range(start, max(-1, start - DATE_LOOKBACK), -1):
+            if k in memo:
+                found = memo[k]
+                break
+            seen.append(k)
+            m = history[k]
+            content = m.get("content")
+            # most messages state no date: decided inline, without a call or a regex
+            if (
+                type(content) is str
+                and not content[:12].lstrip().lower().startswith(openers)
+                and "date" not in m
+                and "timestamp" not in m
+                and "created_at" not in m
+                and "time" not in m
+            ):
+                continue
+            found = self.own(m)
+            if found:
+                break
+        for k in seen:
+            memo[k] = found
+        return found
 
 
 def _stamp_text(date: str | None, start: int, total: int, zh: bool) -> str:
@@ -315,6 +365,7 @@ def recall(
     counter: Counter | None = None,
     model: str | None = None,
     candidates: Iterable[int] | None = None,
+    exclude: Iterable[int] = (),
     exclude_text: str = "",
     index: _core.RecallIndex | None = None,
     embedder: Embedder | None = None,
@@ -322,8 +373,9 @@ def recall(
 ) -> RecallResult:
     """The units of ``history`` that best answer ``query``, within ``budget`` tokens.
 
-    ``candidates`` restricts recall to these positions (the manager passes what left its
-    window); a unit is recalled only when all its messages are candidates. ``exclude_text``
+    ``candidates`` restricts recall to these positions (a ``range`` is cheapest) and
+    ``exclude`` leaves these out (the manager passes what is already in its prompt); a unit is
+    recalled only when all its messages are candidates. ``exclude_text``
     (a summary already in the prompt) drops units whose terms it already holds. ``index``
     defaults to the process-wide :func:`shared_index`; ``counter`` / ``model`` count the
     stamped messages exactly (``budget`` bounds ``sum(counter.count_message(m))``).
@@ -338,29 +390,40 @@ def recall(
         raise ArgumentTypeError("embedder must be callable (texts -> vectors)")
     c = resolve_counter(counter, model)
     msgs = history if isinstance(history, list) else list(history)
-    allowed_set = None if candidates is None else set(candidates)
+    n = len(msgs)
     if budget == 0 or not msgs or not query.strip():
         return RecallResult()
+    lo, hi, skip = _bounds(candidates, exclude, n)
     ix = index if index is not None else shared_index()
-    hits = ix.search(
-        msgs,
-        query,
-        None if allowed_set is None else sorted(allowed_set),
-        MAX_HITS,
-    )
-    n = len(msgs)
+    hits = ix.search(msgs, query, lo, hi, skip, MAX_HITS)
 
     def allowed(k: int) -> bool:
-        return 0 <= k < n and (allowed_set is None or k in allowed_set)
+        return lo <= k < hi and k not in skip
 
     pool = _candidates(msgs, hits, allowed)
     if embedder is not None:
         if not pool:  # nothing lexical: let the embedder rank the latest candidates
-            recent = sorted(allowed_set or range(n))[-MAX_HITS:]
+            recent = [k for k in range(hi - 1, lo - 1, -1) if k not in skip][:MAX_HITS]
             pool = _candidates(msgs, [(k, 0.0) for k in recent], allowed)
         if pool:
             pool = _fuse(pool, msgs, query, embedder)
     return _select(msgs, pool, budget, c, exclude_text, min_share)
+
+
+def _bounds(
+    candidates: Iterable[int] | None, exclude: Iterable[int], n: int
+) -> tuple[int, int, set[int]]:
+    """``candidates`` minus ``exclude`` as a span of positions and the positions it skips."""
+    skip = {int(k) for k in exclude}
+    if candidates is None:
+        return 0, n, skip
+    if isinstance(candidates, range) and candidates.step == 1:
+        return max(0, candidates.start), min(n, max(0, candidates.stop)), skip
+    wanted = {int(k) for k in candidates if 0 <= int(k) < n}
+    if not wanted:
+        return 0, 0, skip
+    lo, hi = min(wanted), max(wanted) + 1
+    return lo, hi, skip | {k for k in range(lo, hi) if k not in wanted}
 
 
 def _select(
@@ -377,7 +440,8 @@ def _select(
     if best <= 0:
         return out
     excluded = set(_core.recall_terms(exclude_text)) if exclude_text else set()
-    chosen: list[tuple[_Candidate, list[dict[str, Any]], int, str | None]] = []
+    dates = _Dates(msgs)
+    chosen: list[tuple[_Candidate, list[Any], int, str | None]] = []
     taken: set[int] = set()
     used = 0
     for cand in sorted(pool, key=lambda p: (-p.score, p.start)):
@@ -390,11 +454,17 @@ def _select(
             if terms and len(terms & excluded) >= 0.9 * len(terms):
                 out.skipped.append({"start": cand.start, "reason": "already in the summary"})
                 continue
-        date = _date_in_force(msgs, cand.start)
+        if budget - used < MIN_UNIT_TOKENS:
+            break
+        plain = sum(counter.count_message(m) for m in msgs[cand.start : cand.end])
+        if used + plain > budget:
+            out.skipped.append({"start": cand.start, "reason": f"{plain} tokens do not fit"})
+            continue
+        date = dates.at(cand.start)
         # the stamp speaks the unit's language, so a kept block is rebuilt identically
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
         stamp = _stamp_text(date, cand.start, len(msgs), zh)
-        block = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
+        block: list[Any] = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
         tokens = sum(counter.count_message(m) for m in block)
         if used + tokens > budget:
             out.skipped.append({"start": cand.start, "reason": f"{tokens} tokens do not fit"})
@@ -415,13 +485,13 @@ def rebuild(
     spans: Sequence[Sequence[int]],
     budget: int,
     counter: Counter,
-    allowed: set[int],
+    allowed: Callable[[int], bool],
 ) -> RecallResult | None:
     """The block for units chosen earlier (``[start, end]`` pairs), stamped the same way; None
     when one of them is no longer a candidate or the block no longer fits."""
     pool: list[_Candidate] = []
     for span in spans:
-        if len(span) != 2 or not all(k in allowed for k in range(int(span[0]), int(span[1]))):
+        if len(span) != 2 or not all(allowed(k) for k in range(int(span[0]), int(span[1]))):
             return None
         pool.append(_Candidate(int(span[0]), int(span[1]), 1.0, "kept from the previous call"))
     if not pool:
