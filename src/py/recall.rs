@@ -50,11 +50,8 @@ impl PyRecallIndex {
 }
 
 fn texts(m: &Message<Text>) -> Vec<&str> {
-    let mut out: Vec<&str> = m
-        .parts
-        .iter()
-        .filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None })
-        .collect();
+    let mut out: Vec<&str> =
+        m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None }).collect();
     for call in &m.tool_calls {
         out.push(call.name.as_ref());
         out.push(call.arguments.as_ref());

@@ -135,8 +135,7 @@ impl RecallIndex {
         for (&term, &n) in &tf {
             self.postings.entry(term).or_default().push((slot, n));
         }
-        self.docs[slot as usize] =
-            Some(Doc { key, len, terms: tf.keys().copied().collect(), seen: self.clock });
+        self.docs[slot as usize] = Some(Doc { key, len, terms: tf.keys().copied().collect(), seen: self.clock });
         self.by_key.insert(key, slot);
         self.total_len += len as u64;
         self.live += 1;
@@ -257,7 +256,9 @@ mod tests {
     #[test]
     fn scores_match_the_textbook_formula() {
         let (ix, slots) = index(&TEXTS);
-        for query in ["What did I cook on April 30?", "what is the parrot called", "推荐过哪部科幻电影", "Lisbon weather"] {
+        for query in
+            ["What did I cook on April 30?", "what is the parrot called", "推荐过哪部科幻电影", "Lisbon weather"]
+        {
             let got = ix.score(query);
             let want = reference(&TEXTS, query);
             for (slot, w) in slots.iter().zip(want) {

@@ -205,7 +205,9 @@ mod tests {
     #[test]
     fn identifiers_and_paths_stay_whole_and_split() {
         let t = terms("see src/recall/mod.rs and parse_args() in MyParser");
-        for want in ["src/recall/mod.rs", "src", "recall", "mod", "rs", "parse_args", "pars", "arg", "myparser", "parser"] {
+        for want in
+            ["src/recall/mod.rs", "src", "recall", "mod", "rs", "parse_args", "pars", "arg", "myparser", "parser"]
+        {
             assert!(t.iter().any(|x| x == want), "{want} not in {t:?}");
         }
         assert!(terms("version 3.5").contains(&"3.5".to_string()));
