@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 import windowfit as wf
 from test_recall import FACTS, chat, tool_history
-from windowfit.context.recall import RecallInput, recall_settings, recall_stage
+from windowfit.context.recall import (
+    DEFAULT_RECALL_RATIO,
+    RecallInput,
+    recall_settings,
+    recall_stage,
+)
 
 COUNTER = wf.Counter(model="gpt-4o")
 WINDOW = 2048
@@ -73,7 +78,7 @@ def test_the_evicted_answer_comes_back_before_the_question(asked: tuple[Any, Any
     budget = WINDOW - manager().output_reserve
     assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
     assert p.stats["tokens_recall"] == sum(u["tokens"] for u in recalled)
-    assert p.stats["tokens_recall"] <= 0.3 * budget
+    assert p.stats["tokens_recall"] <= DEFAULT_RECALL_RATIO * budget
 
 
 def test_recall_off_by_argument_and_env(monkeypatch: pytest.MonkeyPatch, asked: Any) -> None:
