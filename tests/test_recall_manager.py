@@ -94,6 +94,15 @@ def test_recall_off_by_argument_and_env(monkeypatch: pytest.MonkeyPatch, asked: 
         manager(recall="yes")
 
 
+def test_a_message_the_prompt_already_covers_recalls_nothing() -> None:
+    # an agent's next observation or a follow-up on the current topic: the block would only
+    # move every call and break the cached prefix
+    cm = manager()
+    follow_up = {"role": "user", "content": MANY[-2]["content"]}
+    p = cm.prepare([*MANY, follow_up], None)
+    assert p.stats["recalled"] == [] and p.stats["tokens_recall"] == 0
+
+
 def test_nothing_evicted_nothing_recalled() -> None:
     p = manager().prepare(chat(FACTS, 3), None)
     assert p.stats["recalled"] == [] and p.stats["recall_reason"] == "nothing has left the window"
@@ -142,9 +151,9 @@ def test_a_failing_embedder_never_breaks_prepare() -> None:
         raise RuntimeError("model offline")
 
     cm = manager(recall_embedder=broken)
-    history = [*HISTORY[:120], QUESTION]
-    p = cm.prepare(history, None)
-    assert p.messages[-1] is QUESTION
+    question = {"role": "user", "content": "What is the booking code for trip number 2?"}
+    p = cm.prepare([*MANY, question], None)
+    assert p.messages[-1] is question
     assert p.stats["recall_reason"] == "error" and "model offline" in p.stats["recall_error"]
 
 

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_RECALL_RATIO = 0.15
 #: A block smaller than this cannot hold a useful exchange: not tried.
 MIN_ROOM = 48
+#: The share of a message's terms already in the prompt above which nothing is recalled.
+COVERED = 0.8
 #: How much of the pending tool round joins the latest user message in the query.
 PENDING_CHARS = 4000
 
@@ -111,6 +113,20 @@ def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
     return query
 
 
+def _covered(query: str, prompt: Sequence[Any]) -> bool:
+    """Whether the prompt (window and summary) already holds at least ``COVERED`` of the
+    query's distinct terms, numbers included: an agent's next observation or a follow-up on the current topic,
+    not a question about something that left the window. Recalling for those would only move
+    the block every call and break the cached prefix."""
+    terms = set(_core.recall_terms(query[:PENDING_CHARS]))
+    if not terms:
+        return True
+    held = set(_core.recall_terms("\n".join(message_text(m) for m in prompt[:-1])))
+    if any(t.isdigit() and t not in held for t in terms):
+        return False  # a number the prompt lacks ("trip number 2") is what is being asked
+    return len(terms & held) >= COVERED * len(terms)
+
+
 def _none(inp: RecallInput, reason: str, **extra: Any) -> RecallOutput:
     stats = {"recalled": [], "tokens_recall": 0, "recall_reason": reason, **extra}
     return RecallOutput(inp.prompt, inp.tokens, stats)
@@ -156,10 +172,14 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             # the window grew into the block's room: choose again within the room the window
             # leaves until its next cut, so the block stays put from here on
             room = min(room, inp.stable_room)
+    query = _query(history, last_user) if result is None else ""
+    covered = result is None and _covered(query, inp.prompt)
+    if covered:
+        result = RecallResult()
     if result is None:
         result = recall(
             history,
-            _query(history, last_user),
+            query,
             room,
             counter=counter,
             candidates=range(n),
@@ -170,7 +190,12 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         )
     new_record = {"key": key, "units": [[u.start, u.end] for u in result.units]}
     if not result.messages:
-        out = _none(inp, "nothing evicted matches the question")
+        out = _none(
+            inp,
+            "the prompt already holds what the message is about"
+            if covered
+            else "nothing evicted matches the question",
+        )
         out.record = new_record
         return out
     prompt = [*inp.prompt[:at], *result.messages, *inp.prompt[at:]]
