@@ -47,10 +47,8 @@ pub fn stem(word: &str) -> String {
         return word.to_string();
     }
     let mut w = word.to_string();
-    if w.ends_with("sses") {
-        w.truncate(w.len() - 2);
-    } else if w.ends_with("ies") {
-        w.truncate(w.len() - 2);
+    if w.ends_with("sses") || w.ends_with("ies") {
+        w.truncate(w.len() - 2); // "glasses" -> "glass", "cities" -> "citi"
     } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
         w.pop();
     }
