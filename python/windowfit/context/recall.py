@@ -199,6 +199,9 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         out.record = new_record
         return out
     prompt = [*inp.prompt[:at], *result.messages, *inp.prompt[at:]]
+    # where this prompt stops matching one without the block (for the prefix statistics)
+    new_record["limit"] = sum(counter.count_message(m) for m in inp.prompt[:at])
+    new_record["reused"] = reused
     stats = {
         "recalled": [u.as_dict() for u in result.units],
         "tokens_recall": result.tokens,
@@ -239,8 +242,30 @@ def apply_recall(out: RecallOutput, stats: dict[str, Any], state: dict[str, Any]
         stats["tokens_saved"] = max(0, int(stats["tokens_full"]) - stats["tokens_total"])
         stats["messages_sent"] = len(out.prompt)
     stats.update(out.stats)
+    _cap_prefix(stats, state.get("recall"), out.record)
     if out.record is None:
         state.pop("recall", None)
     else:
         state["recall"] = out.record
     return out.prompt
+
+
+def _cap_prefix(stats: dict[str, Any], before: Any, now: Mapping[str, Any] | None) -> None:
+    """The shared-prefix statistics, which the fit computed without the blocks: a prompt
+    matches the previous one at most up to where either call placed a block, unless the
+    same block stayed in the same place."""
+    if "prefix_tokens_shared" not in stats:
+        return
+    caps = []
+    if isinstance(now, Mapping) and "limit" in now and not now.get("reused"):
+        caps.append(int(now["limit"]))
+    if (
+        isinstance(before, Mapping)
+        and "limit" in before
+        and not (isinstance(now, Mapping) and now.get("reused"))
+    ):
+        caps.append(int(before["limit"]))
+    if caps and min(caps) < int(stats["prefix_tokens_shared"]):
+        stats["prefix_tokens_shared"] = min(caps)
+        tokens = max(1, int(stats.get("tokens", 1)))
+        stats["prefix_shared_ratio"] = round(min(caps) / tokens, 4)
