@@ -7,6 +7,7 @@ pub mod error;
 pub mod fit;
 pub mod message;
 pub mod parallel;
+pub mod recall;
 pub mod registry;
 pub mod tokenize;
 pub mod truncate;

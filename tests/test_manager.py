@@ -71,7 +71,16 @@ def check_prompt(
     position = {id(m): k for k, m in enumerate(history)}
     last = -1
     by_call = {m.get("tool_call_id"): k for k, m in enumerate(history) if m.get("role") == "tool"}
+    # a recalled block (stamped first message, then the unit's own messages) sits out of order
+    # just before the latest user message; each unit is a span of evicted history
+    recalled = {
+        id(history[k]) for u in p.stats.get("recalled", ()) for k in range(u["start"], u["end"])
+    }
     for m in sent:
+        if id(m) in recalled or str(m.get("content", "")).startswith(
+            ("[Recalled from earlier", "【回忆")
+        ):
+            continue
         if id(m) in position:
             if m.get("role") not in ("system", "developer"):
                 assert position[id(m)] > last, "history order broken"
@@ -310,6 +319,8 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
         "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS": "2",
         "WINDOWFIT_MASK_KEEP": "4",
         "WINDOWFIT_MASK_CLEAR_AT_LEAST": "900",
+        "WINDOWFIT_RECALL": "false",
+        "WINDOWFIT_RECALL_RATIO": "0.25",
     }
     assert set(env) == set(ENV_VARS.values())
     for k, v in env.items():
@@ -333,6 +344,7 @@ def test_every_parameter_reads_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (cm.max_messages, cm.max_turns, cm.min_recent_rounds) == (40, 12, 4)
     assert cm.keep_recent_tool_outputs == 2
     assert (cm.mask_keep, cm.mask_clear_at_least) == (4, 900)
+    assert (cm.recall_settings.enabled, cm.recall_settings.ratio) == (False, 0.25)
     assert cm.counter.count("hello world") == wf.get_encoding("cl100k_base").count("hello world")
     # constructor arguments win over the environment
     cm2 = ContextManager(

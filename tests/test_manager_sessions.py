@@ -167,6 +167,9 @@ def test_stable_prefix_keeps_prompts_cacheable(session) -> None:
             output_reserve=1000,
             stable_prefix=stable,
             preference="quality",
+            # the window's own prefix mechanics; a recalled block moves with the latest user
+            # message and costs prefix share on this session (0.90 -> 0.77 of tokens)
+            recall=False,
         )
         prepared = run(cm, session, check=False)
         shared = sent = 0

@@ -36,6 +36,7 @@ from windowfit.errors import (
 )
 from windowfit.fitting import FitResult, fit, render_history, repair
 from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
+from windowfit.recalling import RecallResult, recall
 from windowfit.session import Session
 from windowfit.session.summaries import await_summaries, wait_for_summaries
 from windowfit.store import (
@@ -87,6 +88,8 @@ __all__ = [
     # managing a conversation
     "ContextManager",
     "Prepared",
+    "recall",
+    "RecallResult",
     "Budget",
     "compute_budget",
     "StrategyDecision",

@@ -1,6 +1,6 @@
 """Type stubs for windowfit's Rust extension (``windowfit._core``)."""
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from os import PathLike
 from typing import Any, Literal, final
 
@@ -37,6 +37,8 @@ __all__ = [
     "DEFAULT_MARKER",
     "TOKENS_OMITTED_MARKER",
     "DEFAULT_DIRECTION",
+    "RecallIndex",
+    "recall_terms",
     "_message_keys",
     "_memo_stats",
     "_fast_count",
@@ -268,3 +270,22 @@ def truncate_text(
 ) -> TruncateOutcome: ...
 def _message_keys(counter: Counter, message: Mapping[str, Any]) -> tuple[int | None, int]: ...
 def _memo_stats() -> tuple[int, int]: ...
+
+@final
+class RecallIndex:
+    def __new__(cls, max_messages: int = 200000) -> RecallIndex: ...
+    @property
+    def max_messages(self) -> int: ...
+    def __len__(self) -> int: ...
+    def clear(self) -> None: ...
+    def search(
+        self,
+        messages: list[Any],
+        query: str,
+        lo: int = 0,
+        hi: int | None = None,
+        skip: Set[int] | None = None,
+        limit: int = 256,
+    ) -> list[tuple[int, float]]: ...
+
+def recall_terms(text: str) -> list[str]: ...

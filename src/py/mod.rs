@@ -9,6 +9,7 @@ mod fast_count;
 mod fit;
 mod light;
 mod messages;
+mod recall;
 mod text;
 mod truncate;
 
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fit::register(m)?;
     truncate::register(m)?;
     messages::register(m)?;
+    recall::register(m)?;
     // The error classes live in `windowfit.errors`; re-exported here for old imports.
     m.add("BudgetError", py.get_type::<errors::BudgetError>())?;
     m.add("InvalidMessageError", py.get_type::<errors::InvalidMessageError>())?;

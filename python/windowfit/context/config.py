@@ -37,10 +37,12 @@ from windowfit.context.defaults import (
     ENV_VARS,
     output_dir,
 )
+from windowfit.context.recall import DEFAULT_RECALL_RATIO, RecallSettings, recall_settings
 from windowfit.context.strategy import PREFERENCES
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.models import ModelInfo, UnknownModelError, get_model
+from windowfit.recalling import Embedder
 from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from windowfit.truncation import DEFAULT_DIRECTION
 
@@ -87,6 +89,11 @@ class Settings:
     keep_recent_tool_outputs: int
     mask_keep: int  # 0: no masking
     mask_clear_at_least: int
+    recall: bool
+    recall_ratio: float
+    recall_embedder: Embedder | None
+    #: the recall stage's settings and its index of evicted messages (grown incrementally)
+    recall_settings: RecallSettings
     counter: Counter
     summarizer: Summarizer | None
     #: tokens every prompt costs for the reply's priming
@@ -122,6 +129,9 @@ class Settings:
         """A copy with ``changes`` (a new counter re-derives what depends on it)."""
         if "counter" in changes:
             changes.update(_counted(changes["counter"], self.model))
+        if {"recall", "recall_ratio", "recall_embedder"} & set(changes):
+            recall = {k: changes.get(k, getattr(self, k)) for k in _RECALL_OPTIONS}
+            changes.update(_recall(recall))
         return dataclasses.replace(self, **changes)
 
     @property
@@ -381,6 +391,24 @@ def _masking(o: dict[str, Any]) -> dict[str, Any]:
     return {"mask_keep": keep, "mask_clear_at_least": least}
 
 
+def _recall(o: dict[str, Any]) -> dict[str, Any]:
+    """Recall of evicted messages the latest user message asks about: on or off, the most of
+    the prompt budget its block may take, and an optional embedder fused with the lexical
+    scores."""
+    made = recall_settings(
+        _setting("recall", o.get("recall"), True, bool),
+        _setting("recall_ratio", o.get("recall_ratio"), DEFAULT_RECALL_RATIO, float),
+        o.get("recall_embedder"),
+    )
+    return {
+        "recall": made.enabled,
+        "recall_ratio": made.ratio,
+        "recall_embedder": made.embedder,
+        "recall_settings": made,
+    }
+
+
+_RECALL_OPTIONS = ("recall", "recall_ratio", "recall_embedder")
 _PARSERS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (
     _reserve,
     _ratios,
@@ -388,6 +416,7 @@ _PARSERS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (
     _style,
     _gates,
     _masking,
+    _recall,
 )
 #: The keyword options ``parse`` takes besides model, counter, summarizer and consumer.
 _OPTION_PARSERS = (
@@ -417,6 +446,9 @@ _OPTION_PARSERS = (
     "keep_recent_tool_outputs",
     "mask_keep",
     "mask_clear_at_least",
+    "recall",
+    "recall_ratio",
+    "recall_embedder",
 )
 
 

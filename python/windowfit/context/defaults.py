@@ -66,6 +66,8 @@ ENV_VARS: dict[str, str] = {
     "max_turns": "WINDOWFIT_MAX_TURNS",
     "min_recent_rounds": "WINDOWFIT_MIN_RECENT_ROUNDS",
     "keep_recent_tool_outputs": "WINDOWFIT_KEEP_RECENT_TOOL_OUTPUTS",
+    "recall": "WINDOWFIT_RECALL",
+    "recall_ratio": "WINDOWFIT_RECALL_RATIO",
 }
 
 

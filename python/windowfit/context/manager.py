@@ -30,6 +30,7 @@ from windowfit.context.masker import Masker
 from windowfit.context.plan import Fitted, Job, Message, Plan
 from windowfit.context.planner import Planner
 from windowfit.context.prepared import Prepared, PreparedStats
+from windowfit.context.recall import apply_recall, recall_input, recall_stage
 from windowfit.context.runner import SummaryRunner
 from windowfit.context.state import StateLoader, now
 from windowfit.context.stats import Stats
@@ -39,6 +40,7 @@ from windowfit.context.window import Windows
 from windowfit.counting import Counter
 from windowfit.errors import ArgumentTypeError, BudgetError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, plain_messages
+from windowfit.recalling import Embedder
 from windowfit.summarize import Summarizer
 
 __all__ = ["ContextManager", "Prepared", "PreparedStats", "Recommendation"]
@@ -124,6 +126,9 @@ class ContextManager:
     keep_recent_tool_outputs: _Setting[int] = _Setting()
     mask_keep: _Setting[int] = _Setting()
     mask_clear_at_least: _Setting[int] = _Setting()
+    recall: _Setting[bool] = _Setting()
+    recall_ratio: _Setting[float] = _Setting()
+    recall_embedder: _Setting[Embedder | None] = _Setting()
     counter: _Setting[Counter] = _Setting()
     summarizer: _Setting[Summarizer | None] = _Setting()
 
@@ -160,6 +165,9 @@ class ContextManager:
         consumer: str | None = None,
         mask_keep: int | None = None,
         mask_clear_at_least: int | None = None,
+        recall: bool | None = None,
+        recall_ratio: float | None = None,
+        recall_embedder: Embedder | None = None,
     ) -> None:
         options = dict(locals())
         for name in ("self", "model", "counter", "summarizer", "consumer", "__class__"):
@@ -231,6 +239,12 @@ class ContextManager:
         self._record_window(plan, fitted)
         prepared = list(fitted.result.messages)
         self._stats.fill(plan, fitted, prepared)
+        recalled = recall_stage(
+            self.settings.recall_settings,
+            self.settings.counter,
+            recall_input(plan, fitted, summary),
+        )
+        prepared = apply_recall(recalled, cast(dict[str, Any], plan.stats), plan.state)
         plan.state["updated_at"] = now()
         return Prepared(messages=prepared, stats=plan.stats, state=plan.state)
 

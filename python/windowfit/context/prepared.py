@@ -82,7 +82,17 @@ class PreparedStats(TypedDict, total=False):
     state_reset: bool
     state_reset_reason: str | None
     elapsed_ms: float
+    # recall of evicted messages the latest user message asks about (``windowfit.recall``, ``windowfit.recalling``)
+    recalled: list[dict[str, Any]]  # each unit: where it came from, its tokens and score
+    tokens_recall: int
+    recall_reason: str
+    recall_skipped: list[Any]  # units that matched but did not fit (the first 8)
+    recall_error: str  # only when the stage failed and the prompt went out without it
+    # added by ``Session.prepare``
     invalid_skipped: list[int]
+    unreadable_skipped: list[int]  # of those, records that could not be decoded
+    state_saved: bool  # False: other writers kept saving first; the prompt is still valid
+    state_save_error: str
 
 
 @dataclass(frozen=True)

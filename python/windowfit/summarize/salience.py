@@ -156,9 +156,19 @@ _STAMP_RE = re.compile(
 # The speaker talking about themselves: what a later question about them asks for.
 _SELF_RE = re.compile(r"(?i)\b(?:i|i'm|i've|i'll|i'd|my|mine|we|we're|we've|our|ours)\b|我|咱")
 _QUESTION_END = ("?", "？")
+# A personal fact: what the speaker likes, owns, did, plans or is (what a later question about
+# them asks for), as opposed to advice or small talk.
+_FACT_RE = re.compile(
+    r"(?i)\b(?:i|we|my|our)\b[^.!?\n]{0,40}?\b(?:like[sd]?|love[sd]?|enjoy(?:ed|s)?|hate[sd]?|"
+    r"prefer(?:red|s)?|favou?rite|plan(?:ned|ning)? to|going to|will|want(?:ed)? to|decided|bought|"
+    r"adopted|moved|visited|went|started|finished|met|named|called|live[sd]?|work(?:ed|s)?|"
+    r"born|allergic|birthday|cooked|booked|signed up|joined)\b"
+    r"|我[^。！？\n]{0,12}?(?:喜欢|爱|讨厌|最爱|偏爱|打算|计划|准备|决定|想要|买了|养了|搬|去了|去过|"
+    r"开始|认识|叫|住在|在.{0,6}工作|生日|过敏|报名|参加|做了|看了|读了)"
+)
 # Exception names (TypeError, ValueError...) besides the shared error words.
 _TOOL_ERROR_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
-_STAMP_KEYS = ("timestamp", "created_at", "date", "time")
+STAMP_KEYS = ("timestamp", "created_at", "date", "time")
 _FILLER_RE = re.compile(
     r"(?i)^(?:(?:ok(?:ay)?|sure|yes|yeah|yep|no|nope|right|cool|great|nice|awesome|perfect|"
     r"thanks?(?: you)?(?: so much| a lot)?|thank you|ty|lol|haha+|hah|hmm+|wow|oh|ah|hi|hello|"
@@ -239,9 +249,9 @@ def _joined(text: str) -> list[str]:
     return [" ".join(text[a:b].split()) for a, b in groups]
 
 
-def _stamp(message: Message, text: str) -> tuple[str | None, str]:
+def said_at(message: Message, text: str) -> tuple[str | None, str]:
     """The session date or timestamp a message carries, and its text without it."""
-    for key in _STAMP_KEYS:
+    for key in STAMP_KEYS:
         value = message.get(key)
         if isinstance(value, str) and _DATE_RE.search(value):
             return value.strip(), text
@@ -415,7 +425,7 @@ class SalienceSummarizer(TwinSummarizer):
             role = str(msg.get("role") or "")
             seq = float(pos)
             raw = message_text({"content": msg.get("content")})
-            stamp, text = _stamp(msg, raw)
+            stamp, text = said_at(msg, raw)
             if stamp:
                 date = stamp
             if role in SYSTEM_ROLES:
@@ -505,6 +515,7 @@ class SalienceSummarizer(TwinSummarizer):
                 + (1.0 if line.speaker == "user" and _GOAL_RE.search(text) else 0.0)
                 + (1.0 if line.section in ("errors", "done", "identifiers") else 0.0)
                 + (1.0 if line.section == "timeline" and _SELF_RE.search(text) else 0.0)
+                + (1.5 if line.speaker == "user" and _FACT_RE.search(text) else 0.0)
             )
             # Small talk ("Take your time and let me know.", "很高兴能帮到你") has neither
             # specifics nor intent and few content words: it is dropped, not ranked.
@@ -529,6 +540,8 @@ class SalienceSummarizer(TwinSummarizer):
             line.score = weight * recency * (rarity + specifics + intent) / tokens**0.6
             if specifics == 0 and question:
                 line.score *= 0.6  # a bare question states no fact; its answer may
+            if line.speaker == "assistant" and specifics == 0 and not cue:
+                line.score *= 0.5  # general advice, with nothing specific: rarely asked about
 
     @staticmethod
     def _merge(lines: list[_Line]) -> list[_Line]:

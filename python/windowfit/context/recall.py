@@ -1,0 +1,271 @@
+"""The manager's recall stage: after the window is fitted, bring back the evicted units the
+latest user message asks about, as one block right before that message.
+
+The stage is a function of explicit inputs (:class:`RecallInput`) to explicit outputs
+(:class:`RecallOutput`); the manager calls it once per ``prepare`` after the fit. It uses the
+room the fit left under the prompt budget, at most ``recall_ratio`` of the prompt budget, so
+the rest of the prompt is exactly what it would be without recall: everything before the
+block is the same from call to call and the provider's prompt cache keeps hitting. The
+recalled set is kept in the state while neither the latest user message nor the window's
+start moves, so the calls of one agent turn send the same block (a stable prefix) even though
+the pending tool round is part of the query.
+
+It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
+in ``stats["recall_error"]``, and the prompt goes out without the block.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from windowfit import _core
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.messages import fingerprint, message_text
+from windowfit.recalling import Embedder, RecallResult, rebuild, recall
+
+__all__ = [
+    "DEFAULT_RECALL_RATIO",
+    "apply_recall",
+    "recall_input",
+    "RecallInput",
+    "RecallOutput",
+    "RecallSettings",
+    "recall_settings",
+    "recall_stage",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The most of the prompt budget a recalled block may take. Measured with
+#: benches/eval_recall.py on held-out dialogs (seeds 10-13, 8k window): 0.15 / 0.3 / 0.45 give
+#: per-question recall 0.988 / 0.994 / 0.994 and prefix share 0.884 / 0.868 / 0.865; above
+#: 0.15 the block mostly trades cache hits for little, so the smaller share is the default.
+DEFAULT_RECALL_RATIO = 0.15
+#: A block smaller than this cannot hold a useful exchange: not tried.
+MIN_ROOM = 48
+#: The share of a message's terms already in the prompt above which nothing is recalled.
+COVERED = 0.8
+#: How much of the pending tool round joins the latest user message in the query.
+PENDING_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    enabled: bool
+    ratio: float
+    embedder: Embedder | None
+    index: _core.RecallIndex
+
+
+def recall_settings(enabled: Any, ratio: Any, embedder: Any) -> RecallSettings:
+    """Validated recall settings (``enabled`` and ``ratio`` already resolved from env vars)."""
+    if not isinstance(enabled, bool):
+        raise ArgumentTypeError(f"recall must be a bool, not {type(enabled).__name__}")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 0.9:
+        raise InvalidArgumentError(f"recall_ratio must be in [0, 0.9], got {ratio!r}")
+    if embedder is not None and not callable(embedder):
+        raise ArgumentTypeError("recall_embedder must be callable (texts -> vectors)")
+    return RecallSettings(enabled, float(ratio), embedder, _core.RecallIndex())
+
+
+@dataclass
+class RecallInput:
+    """What the stage reads: the full history, the fitted prompt and where each of its
+    messages came from (a history index, -1 for the summary), the prompt's tokens and budget,
+    the latest user message's index, the summary text, the window start and the state."""
+
+    history: Sequence[Mapping[str, Any]]
+    prompt: list[Any]
+    sources: list[int]
+    tokens: int
+    budget: int
+    last_user: int | None
+    summary: str
+    cut: int
+    state: Mapping[str, Any]
+    #: the room left beside a window at its high-water mark (what stays free until a cut)
+    stable_room: int = 0
+
+
+@dataclass
+class RecallOutput:
+    """The prompt with the block inserted, its tokens, the stage's stats and its state
+    record (to store under ``state["recall"]``, None to drop it)."""
+
+    prompt: list[Any]
+    tokens: int
+    stats: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] | None = None
+
+
+def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
+    """The latest user message, and for an agent the pending tool round after it."""
+    query = message_text(history[last_user])
+    if len(history) > last_user + 1 and history[-1].get("role") in ("tool", "function"):
+        k = len(history) - 1
+        while k > last_user + 1 and history[k].get("role") in ("tool", "function"):
+            k -= 1
+        pending = "\n".join(message_text(m) for m in history[k:])
+        query = f"{query}\n{pending[:PENDING_CHARS]}"
+    return query
+
+
+def _covered(query: str, prompt: Sequence[Any]) -> bool:
+    """Whether the prompt (window and summary) already holds at least ``COVERED`` of the
+    query's distinct terms, numbers included: an agent's next observation or a follow-up on the current topic,
+    not a question about something that left the window. Recalling for those would only move
+    the block every call and break the cached prefix."""
+    terms = set(_core.recall_terms(query[:PENDING_CHARS]))
+    if not terms:
+        return True
+    held = set(_core.recall_terms("\n".join(message_text(m) for m in prompt[:-1])))
+    if any(t.isdigit() and t not in held for t in terms):
+        return False  # a number the prompt lacks ("trip number 2") is what is being asked
+    return len(terms & held) >= COVERED * len(terms)
+
+
+def _none(inp: RecallInput, reason: str, **extra: Any) -> RecallOutput:
+    stats = {"recalled": [], "tokens_recall": 0, "recall_reason": reason, **extra}
+    return RecallOutput(inp.prompt, inp.tokens, stats)
+
+
+def recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> RecallOutput:
+    """The prompt with the evicted units the latest user message asks about (never raises)."""
+    try:
+        return _recall_stage(settings, counter, inp)
+    except Exception as exc:  # recall is an extra: the prompt must go out regardless
+        logger.warning("recall skipped: %s: %s", type(exc).__name__, exc)
+        return _none(inp, "error", recall_error=f"{type(exc).__name__}: {exc}")
+
+
+def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> RecallOutput:
+    if not settings.enabled or settings.ratio <= 0:
+        return _none(inp, "recall is off")
+    history, last_user = inp.history, inp.last_user
+    if last_user is None:
+        return _none(inp, "no user message to answer")
+    try:
+        at = inp.sources.index(last_user)
+    except ValueError:
+        return _none(inp, "the latest user message is not in the prompt")
+    in_prompt = {k for k in inp.sources if k >= 0}
+    n = len(history)
+    if len(in_prompt) >= n:
+        return _none(inp, "nothing has left the window")
+
+    room = min(int(settings.ratio * inp.budget), inp.budget - inp.tokens)
+    if room < MIN_ROOM:
+        return _none(inp, f"no room under the budget ({max(room, 0)} tokens)")
+    key = [last_user, inp.cut, fingerprint(history[last_user]), fingerprint(inp.summary)]
+    record = inp.state.get("recall")
+    result: RecallResult | None = None
+    reused = False
+    if isinstance(record, Mapping) and record.get("key") == key:
+        result = rebuild(
+            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt
+        )
+        reused = result is not None
+        if result is None:
+            # the window grew into the block's room: choose again within the room the window
+            # leaves until its next cut, so the block stays put from here on
+            room = min(room, inp.stable_room)
+    query = _query(history, last_user) if result is None else ""
+    covered = result is None and _covered(query, inp.prompt)
+    if covered:
+        result = RecallResult()
+    if result is None:
+        result = recall(
+            history,
+            query,
+            room,
+            counter=counter,
+            candidates=range(n),
+            exclude=in_prompt,
+            exclude_text=inp.summary,
+            index=settings.index,
+            embedder=settings.embedder,
+        )
+    new_record = {"key": key, "units": [[u.start, u.end] for u in result.units]}
+    if not result.messages:
+        out = _none(
+            inp,
+            "the prompt already holds what the message is about"
+            if covered
+            else "nothing evicted matches the question",
+        )
+        out.record = new_record
+        return out
+    prompt = [*inp.prompt[:at], *result.messages, *inp.prompt[at:]]
+    # where this prompt stops matching one without the block (for the prefix statistics)
+    new_record["limit"] = sum(counter.count_message(m) for m in inp.prompt[:at])
+    new_record["reused"] = reused
+    stats = {
+        "recalled": [u.as_dict() for u in result.units],
+        "tokens_recall": result.tokens,
+        "recall_reason": "kept from the previous call" if reused else "matches the question",
+        "recall_skipped": result.skipped[:8],
+    }
+    return RecallOutput(prompt, inp.tokens + result.tokens, stats, new_record)
+
+
+def recall_input(plan: Any, fitted: Any, summary: str) -> RecallInput:
+    """The stage's input from the manager's plan and final fit."""
+    view, result = fitted.view, fitted.result
+    return RecallInput(
+        history=plan.msgs,
+        prompt=list(result.messages),
+        sources=[view.source[k] for k in result.kept],
+        tokens=int(result.tokens),
+        budget=plan.budget.prompt_budget,
+        last_user=plan.last_user,
+        summary=summary if view.summary_idx else "",
+        cut=plan.cut,
+        state=plan.state,
+        stable_room=plan.budget.prompt_budget
+        - plan.budget.system_tokens
+        - plan.budget.high_water
+        - int(plan.stats.get("reply_priming", 3)),
+    )
+
+
+def apply_recall(out: RecallOutput, stats: dict[str, Any], state: dict[str, Any]) -> list[Any]:
+    """Record the stage's outcome in the call's stats and state; the prompt to send."""
+    added = out.tokens - int(stats.get("tokens", out.tokens))
+    if added:
+        stats["tokens"] = out.tokens
+        stats["tokens_total"] = out.tokens + int(stats.get("tokens_tools", 0))
+        limit = int(stats["context_window"]) - int(stats["output_reserve"])
+        stats["usage_ratio"] = round(stats["tokens_total"] / limit, 4) if limit else 0.0
+        stats["tokens_saved"] = max(0, int(stats["tokens_full"]) - stats["tokens_total"])
+        stats["messages_sent"] = len(out.prompt)
+    stats.update(out.stats)
+    _cap_prefix(stats, state.get("recall"), out.record)
+    if out.record is None:
+        state.pop("recall", None)
+    else:
+        state["recall"] = out.record
+    return out.prompt
+
+
+def _cap_prefix(stats: dict[str, Any], before: Any, now: Mapping[str, Any] | None) -> None:
+    """The shared-prefix statistics, which the fit computed without the blocks: a prompt
+    matches the previous one at most up to where either call placed a block, unless the
+    same block stayed in the same place."""
+    if "prefix_tokens_shared" not in stats:
+        return
+    caps = []
+    if isinstance(now, Mapping) and "limit" in now and not now.get("reused"):
+        caps.append(int(now["limit"]))
+    if (
+        isinstance(before, Mapping)
+        and "limit" in before
+        and not (isinstance(now, Mapping) and now.get("reused"))
+    ):
+        caps.append(int(before["limit"]))
+    if caps and min(caps) < int(stats["prefix_tokens_shared"]):
+        stats["prefix_tokens_shared"] = min(caps)
+        tokens = max(1, int(stats.get("tokens", 1)))
+        stats["prefix_shared_ratio"] = round(min(caps) / tokens, 4)

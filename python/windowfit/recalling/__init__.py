@@ -1,0 +1,500 @@
+"""Recall: bring back the earlier parts of a conversation that a question is about.
+
+``wf.recall(history, query, budget)`` scores the messages of ``history`` against ``query``
+with the core's incremental lexical index (BM25 over stemmed words, numbers, whole
+identifiers and paths, CJK characters and pairs; ``windowfit._core.RecallIndex``) and returns
+the best *whole units* that fit in ``budget`` tokens, exactly counted:
+
+- a user turn with the reply it got, or a tool call with all its results (the core's own
+  pairing rule: a recalled block never splits a pair);
+- the exchange before a recalled one when it carries its context (a short or pronoun-led
+  follow-up such as "what about the second one?");
+- each unit's first message stamped with when it was said: the session date or timestamp in
+  force there (a ``timestamp`` / ``created_at`` / ``date`` field, or a bracketed or labelled
+  date opening a message) and its position in the history.
+
+The result's ``messages`` are in conversation order, ready to be placed before the latest
+user message; ``units`` says what came back and why. An optional ``embedder`` (a callable
+mapping a list of texts to a list of vectors) reranks and extends the lexical candidates by
+reciprocal-rank fusion; it is never required.
+
+Bad input never raises from inside: an empty or huge query, a history of one message,
+messages without text, lone surrogates and very long messages give nothing or a bounded,
+valid block (invalid *arguments* raise ``windowfit`` errors naming the argument).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from windowfit import _core
+from windowfit._validate import count_arg
+from windowfit.counting import Counter, resolve_counter
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError
+from windowfit.messages import SYSTEM_ROLES, content_text
+from windowfit.summarize.salience import STAMP_KEYS, said_at
+
+__all__ = ["RecallResult", "RecalledUnit", "recall", "recall_terms", "shared_index"]
+
+logger = logging.getLogger(__name__)
+
+Message = Mapping[str, Any]
+Embedder = Callable[[list[str]], Sequence[Sequence[float]]]
+
+#: Lexical hits looked at per call: units are built around these only.
+MAX_HITS = 64
+#: A unit scoring below this share of the best one is not about the question.
+MIN_SHARE = 0.2
+#: What a neighbouring exchange scores, as a share of the one it gives context to.
+NEIGHBOUR_SHARE = 0.35
+#: How far back a unit looks for the session date in force.
+DATE_LOOKBACK = 200
+#: Below this many tokens left, no exchange fits: selection stops.
+MIN_UNIT_TOKENS = 16
+#: Reciprocal-rank fusion constant (the usual 60).
+RRF_K = 60
+_FOLLOW_UP_RE = re.compile(
+    r"(?i)^\s*(?:and|also|what about|how about|it|its|they|them|that|this|those|these|he|she|"
+    r"his|her|their|there|then|so|but)\b|^\s*[他她它这那其还也]"
+)
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+_SHARED: _core.RecallIndex | None = None
+
+
+def shared_index() -> _core.RecallIndex:
+    """The process-wide index ``recall`` uses when none is given (bounded, thread-safe)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = _core.RecallIndex()
+    return _SHARED
+
+
+def recall_terms(text: str) -> list[str]:
+    """The terms recall scores ``text`` by (the core's text rules)."""
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"text must be a str, not {type(text).__name__}")
+    return _core.recall_terms(text)
+
+
+@dataclass(frozen=True)
+class RecalledUnit:
+    """One recalled unit: ``history[start:end]``, its score, when it was said and why."""
+
+    start: int
+    end: int
+    score: float
+    tokens: int
+    date: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 3),
+            "tokens": self.tokens,
+            "date": self.date,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class RecallResult:
+    """What ``recall`` brought back: ``messages`` (stamped copies, conversation order),
+    ``units`` (what and why), ``tokens`` (``sum(count_message(m))`` of ``messages``) and
+    ``skipped`` (candidates left out, with the reason)."""
+
+    messages: list[Any] = field(default_factory=list)  # stamped copies and the inputs
+    units: list[RecalledUnit] = field(default_factory=list)
+    tokens: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Units
+# ---------------------------------------------------------------------------------------------
+
+
+def _plain(m: Message) -> bool:
+    """A user or assistant message with text only: a unit of its own under any pairing."""
+    return (
+        m.get("role") in ("user", "assistant")
+        and isinstance(m.get("content"), str)
+        and not m.get("tool_calls")
+        and not m.get("function_call")
+    )
+
+
+def _span_at(history: Sequence[Message], i: int, radius: int = 24) -> tuple[int, int, str]:
+    """The core's pairing unit holding ``history[i]`` (widened until it is not cut by the
+    slice it was read from); kind ``"orphan"`` for a unit with an unanswered call or a result
+    without its call, which cannot be sent on its own."""
+    if _plain(history[i]):
+        return i, i + 1, "message"
+    n = len(history)
+    while True:
+        lo, hi = max(0, i - radius), min(n, i + radius + 1)
+        analysis = _core.tool_units(history[lo:hi])
+        for start, end, kind in analysis.units:
+            if start <= i - lo < end:
+                cut_low = start == 0 and lo > 0
+                cut_high = end == hi - lo and hi < n
+                if (cut_low or cut_high) and radius < n:
+                    break
+                broken = any(start <= k < end for k, _, _ in analysis.problems)
+                return lo + start, lo + end, "orphan" if broken else kind
+        else:
+            return i, i + 1, "orphan"
+        radius *= 4
+
+
+def _is_user_turn(m: Message) -> bool:
+    return m.get("role") == "user" and not _is_result(m)
+
+
+def _is_result(m: Message) -> bool:
+    content = m.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content
+    )
+
+
+def _exchange(
+    history: Sequence[Message], i: int, allowed: Callable[[int], bool]
+) -> tuple[int, int] | None:
+    """The exchange around ``history[i]``: a user turn with the reply right after it, or a
+    reply with the user turn right before it; a tool round alone. None for what cannot be
+    recalled (system messages, results without their call, messages outside ``allowed``)."""
+    if history[i].get("role") in SYSTEM_ROLES:
+        return None
+    start, end, kind = _span_at(history, i)
+    if kind == "orphan":
+        return None
+    if kind == "message" and _is_user_turn(history[start]):
+        if end < len(history) and allowed(end) and history[end].get("role") == "assistant":
+            _, end2, kind2 = _span_at(history, end)
+            if kind2 != "orphan" and all(allowed(k) for k in range(end, end2)):
+                end = end2
+    elif history[start].get("role") == "assistant" and kind == "message":
+        if start > 0 and allowed(start - 1) and _is_user_turn(history[start - 1]):
+            start -= 1
+    if not all(allowed(k) for k in range(start, end)):
+        return None
+    return start, end
+
+
+def _unit_text(history: Sequence[Message], start: int, end: int, limit: int = 4000) -> str:
+    parts = [content_text(history[k].get("content"))[:limit] for k in range(start, end)]
+    return "\n".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stamps
+# ---------------------------------------------------------------------------------------------
+
+
+_STAMP_OPENERS = ("[", "(", "（", "【", "date", "time", "session", "日期", "时间", "会话")
+
+
+class _Dates:
+    """The session date or timestamp in force at a position: its message's own, else the last
+    one stated before it (a bounded look back), remembered for the call."""
+
+    def __init__(self, history: Sequence[Message]) -> None:
+        self.history = history
+        self.memo: dict[int, str | None] = {}
+
+    @staticmethod
+    def own(m: Message) -> str | None:
+        content = m.get("content")
+        if isinstance(content, str):
+            head = content[:12].lstrip().lower()
+            if not head.startswith(_STAMP_OPENERS) and not any(key in m for key in STAMP_KEYS):
+                return None  # the common case, decided without a regular expression
+        if m.get("role") in ("tool", "function"):
+            return None  # tool output opens with anything; a session date is not stated there
+        return said_at(m, content[:200] if isinstance(content, str) else "")[0]
+
+    def at(self, start: int) -> str | None:
+        history, memo, openers = self.history, self.memo, _STAMP_OPENERS
+        seen: list[int] = []
+        found: str | None = None
+        for k in range(start, max(-1, start - DATE_LOOKBACK), -1):
+            if k in memo:
+                found = memo[k]
+                break
+            seen.append(k)
+            m = history[k]
+            content = m.get("content")
+            # most messages state no date: decided inline, without a call or a regex
+            if (
+                type(content) is str
+                and not content[:12].lstrip().lower().startswith(openers)
+                and "date" not in m
+                and "timestamp" not in m
+                and "created_at" not in m
+                and "time" not in m
+            ):
+                continue
+            found = self.own(m)
+            if found:
+                break
+        for k in seen:
+            memo[k] = found
+        return found
+
+
+def _stamp_text(date: str | None, start: int, total: int, zh: bool) -> str:
+    if zh:
+        when = f"{date}，" if date else ""
+        return f"【回忆：{when}第 {start + 1}/{total} 条消息】"
+    when = f"said {date}, " if date else ""
+    return f"[Recalled from earlier: {when}message {start + 1} of {total}]"
+
+
+def _stamped(message: Message, stamp: str) -> dict[str, Any]:
+    """A copy of ``message`` whose content opens with ``stamp`` (the input is not changed)."""
+    out = dict(message)
+    content = message.get("content")
+    if isinstance(content, str):
+        out["content"] = f"{stamp}\n{content}" if content else stamp
+    elif isinstance(content, list):
+        out["content"] = [{"type": "text", "text": stamp}, *content]
+    else:
+        out["content"] = stamp
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Candidate:
+    start: int
+    end: int
+    score: float
+    reason: str
+
+
+def _fuse(
+    pool: list[_Candidate], history: Sequence[Message], query: str, embedder: Embedder
+) -> list[_Candidate]:
+    """Reciprocal-rank fusion of the lexical order with the embedder's cosine order."""
+    texts = [query] + [_unit_text(history, c.start, c.end) for c in pool]
+    vectors = [list(map(float, v)) for v in embedder(texts)]
+    if len(vectors) != len(texts):
+        raise InvalidArgumentError(
+            f"embedder returned {len(vectors)} vectors for {len(texts)} texts"
+        )
+    q = vectors[0]
+
+    def cosine(v: list[float]) -> float:
+        dot = sum(a * b for a, b in zip(q, v))
+        norm = math.sqrt(sum(a * a for a in q)) * math.sqrt(sum(b * b for b in v))
+        return dot / norm if norm else 0.0
+
+    sims = [cosine(v) for v in vectors[1:]]
+    lexical = sorted(range(len(pool)), key=lambda k: -pool[k].score)
+    semantic = sorted(range(len(pool)), key=lambda k: -sims[k])
+    fused = [0.0] * len(pool)
+    for rank, k in enumerate(lexical):
+        fused[k] += 1.0 / (RRF_K + rank + 1) if pool[k].score > 0 else 0.0
+    for rank, k in enumerate(semantic):
+        fused[k] += 1.0 / (RRF_K + rank + 1) if sims[k] > 0 else 0.0
+    top = max(fused, default=0.0) or 1.0
+    return [
+        _Candidate(c.start, c.end, fused[k] / top, f"{c.reason}+embedding {sims[k]:.2f}")
+        for k, c in enumerate(pool)
+    ]
+
+
+def _candidates(
+    history: Sequence[Message],
+    hits: list[tuple[int, float]],
+    allowed: Callable[[int], bool],
+) -> list[_Candidate]:
+    """Exchanges around the hits, scored by the sum of their messages' scores; with their
+    context neighbours when a follow-up needs them."""
+    by_span: dict[tuple[int, int], _Candidate] = {}
+    scores = dict(hits)
+    for i, _ in hits:
+        span = _exchange(history, i, allowed)
+        if span is None or span in by_span:
+            continue
+        total = sum(scores.get(k, 0.0) for k in range(*span))
+        by_span[span] = _Candidate(span[0], span[1], total, "matches the question")
+    primary = list(by_span.values())
+    for c in primary:
+        first = history[c.start]
+        text = content_text(first.get("content"))
+        # only a user's follow-up ("and the second one?") leans on the exchange before it
+        if c.start == 0 or not _is_user_turn(first):
+            continue
+        if not (_FOLLOW_UP_RE.match(text) or len(recall_terms(text[:400])) < 4):
+            continue
+        prev = _exchange(history, c.start - 1, allowed)
+        if prev is None:
+            continue
+        score = NEIGHBOUR_SHARE * c.score
+        known = by_span.get(prev)
+        if known is None:
+            by_span[prev] = _Candidate(*prev, score, f"context of message {c.start + 1}")
+        elif known.score < score:
+            known.score = score
+    return list(by_span.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def recall(
+    history: Sequence[Message],
+    query: str,
+    budget: int,
+    *,
+    counter: Counter | None = None,
+    model: str | None = None,
+    candidates: Iterable[int] | None = None,
+    exclude: Iterable[int] = (),
+    exclude_text: str = "",
+    index: _core.RecallIndex | None = None,
+    embedder: Embedder | None = None,
+    min_share: float = MIN_SHARE,
+) -> RecallResult:
+    """The units of ``history`` that best answer ``query``, within ``budget`` tokens.
+
+    ``candidates`` restricts recall to these positions (a ``range`` is cheapest) and
+    ``exclude`` leaves these out (the manager passes what is already in its prompt); a unit is
+    recalled only when all its messages are candidates. ``exclude_text``
+    (a summary already in the prompt) drops units whose terms it already holds. ``index``
+    defaults to the process-wide :func:`shared_index`; ``counter`` / ``model`` count the
+    stamped messages exactly (``budget`` bounds ``sum(counter.count_message(m))``).
+    ``min_share`` drops units scoring below that share of the best one.
+    """
+    if not isinstance(query, str):
+        raise ArgumentTypeError(f"query must be a str, not {type(query).__name__}")
+    budget = count_arg("budget", budget)
+    if not 0.0 <= float(min_share) <= 1.0:
+        raise InvalidArgumentError(f"min_share must be in [0, 1], got {min_share!r}")
+    if embedder is not None and not callable(embedder):
+        raise ArgumentTypeError("embedder must be callable (texts -> vectors)")
+    c = resolve_counter(counter, model)
+    msgs = history if isinstance(history, list) else list(history)
+    n = len(msgs)
+    if budget == 0 or not msgs or not query.strip():
+        return RecallResult()
+    lo, hi, skip = _bounds(candidates, exclude, n)
+    ix = index if index is not None else shared_index()
+    hits = ix.search(msgs, query, lo, hi, skip, MAX_HITS)
+
+    def allowed(k: int) -> bool:
+        return lo <= k < hi and k not in skip
+
+    pool = _candidates(msgs, hits, allowed)
+    if embedder is not None:
+        if not pool:  # nothing lexical: let the embedder rank the latest candidates
+            recent = [k for k in range(hi - 1, lo - 1, -1) if k not in skip][:MAX_HITS]
+            pool = _candidates(msgs, [(k, 0.0) for k in recent], allowed)
+        if pool:
+            pool = _fuse(pool, msgs, query, embedder)
+    return _select(msgs, pool, budget, c, exclude_text, min_share)
+
+
+def _bounds(
+    candidates: Iterable[int] | None, exclude: Iterable[int], n: int
+) -> tuple[int, int, set[int]]:
+    """``candidates`` minus ``exclude`` as a span of positions and the positions it skips."""
+    skip = {int(k) for k in exclude}
+    if candidates is None:
+        return 0, n, skip
+    if isinstance(candidates, range) and candidates.step == 1:
+        return max(0, candidates.start), min(n, max(0, candidates.stop)), skip
+    wanted = {int(k) for k in candidates if 0 <= int(k) < n}
+    if not wanted:
+        return 0, 0, skip
+    lo, hi = min(wanted), max(wanted) + 1
+    return lo, hi, skip | {k for k in range(lo, hi) if k not in wanted}
+
+
+def _select(
+    msgs: Sequence[Message],
+    pool: list[_Candidate],
+    budget: int,
+    counter: Counter,
+    exclude_text: str,
+    min_share: float,
+) -> RecallResult:
+    """Greedy by score: the best units that fit, deduplicated, then put in conversation order."""
+    out = RecallResult()
+    best = max((p.score for p in pool), default=0.0)
+    if best <= 0:
+        return out
+    excluded = set(_core.recall_terms(exclude_text)) if exclude_text else set()
+    dates = _Dates(msgs)
+    chosen: list[tuple[_Candidate, list[Any], int, str | None]] = []
+    taken: set[int] = set()
+    used = 0
+    for cand in sorted(pool, key=lambda p: (-p.score, p.start)):
+        if cand.score < min_share * best:
+            break
+        if any(k in taken for k in range(cand.start, cand.end)):
+            continue
+        if excluded:
+            terms = set(_core.recall_terms(_unit_text(msgs, cand.start, cand.end)))
+            if terms and len(terms & excluded) >= 0.9 * len(terms):
+                out.skipped.append({"start": cand.start, "reason": "already in the summary"})
+                continue
+        if budget - used < MIN_UNIT_TOKENS:
+            break
+        plain = sum(counter.count_message(m) for m in msgs[cand.start : cand.end])
+        if used + plain > budget:
+            out.skipped.append({"start": cand.start, "reason": f"{plain} tokens do not fit"})
+            continue
+        date = dates.at(cand.start)
+        # the stamp speaks the unit's language, so a kept block is rebuilt identically
+        zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
+        stamp = _stamp_text(date, cand.start, len(msgs), zh)
+        block: list[Any] = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
+        tokens = sum(counter.count_message(m) for m in block)
+        if used + tokens > budget:
+            out.skipped.append({"start": cand.start, "reason": f"{tokens} tokens do not fit"})
+            continue
+        used += tokens
+        taken.update(range(cand.start, cand.end))
+        chosen.append((cand, block, tokens, date))
+    chosen.sort(key=lambda x: x[0].start)
+    for cand, block, tokens, date in chosen:
+        out.messages.extend(block)
+        out.units.append(RecalledUnit(cand.start, cand.end, cand.score, tokens, date, cand.reason))
+    out.tokens = used
+    return out
+
+
+def rebuild(
+    history: Sequence[Message],
+    spans: Sequence[Sequence[int]],
+    budget: int,
+    counter: Counter,
+    allowed: Callable[[int], bool],
+) -> RecallResult | None:
+    """The block for units chosen earlier (``[start, end]`` pairs), stamped the same way; None
+    when one of them is no longer a candidate or the block no longer fits."""
+    pool: list[_Candidate] = []
+    for span in spans:
+        if len(span) != 2 or not all(allowed(k) for k in range(int(span[0]), int(span[1]))):
+            return None
+        pool.append(_Candidate(int(span[0]), int(span[1]), 1.0, "kept from the previous call"))
+    if not pool:
+        return RecallResult()
+    out = _select(history, pool, budget, counter, "", 0.0)
+    return out if len(out.units) == len(pool) else None

@@ -1,0 +1,161 @@
+//! Bindings of `recall`: `RecallIndex`, the incremental lexical index over a history's
+//! messages, and `recall_terms`, its text rules (so Python layers compare texts by the same
+//! terms the index scores).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+
+use super::errors::guarded;
+use super::messages::extract_message;
+use super::text::{text_from_str, Text};
+use crate::count::{Message, MessageFormat, Part};
+use crate::recall::{terms, RecallIndex};
+
+struct State {
+    index: RecallIndex,
+    /// The message objects of the last history searched, with their fingerprints: a message
+    /// object seen at the same position again is not read again. Holding the reference keeps
+    /// its address from being reused by another object.
+    seen: Vec<(Py<PyAny>, u128)>,
+}
+
+/// A bounded, incremental BM25 index of messages (see `windowfit.recall`).
+#[pyclass(module = "windowfit._core", name = "RecallIndex", frozen)]
+pub struct PyRecallIndex {
+    state: Mutex<State>,
+    max_messages: usize,
+}
+
+impl PyRecallIndex {
+    /// The lock. It is never waited for with the GIL held: a thread holding the lock may need
+    /// the GIL back, so a waiter releases the GIL between tries.
+    fn lock<'a>(&'a self, py: Python<'_>) -> MutexGuard<'a, State> {
+        loop {
+            match self.state.try_lock() {
+                Ok(g) => return g,
+                Err(TryLockError::Poisoned(poisoned)) => {
+                    // a panic mid-update may have left the index half-changed: start afresh
+                    let mut g = poisoned.into_inner();
+                    self.state.clear_poison();
+                    *g = State { index: RecallIndex::new(self.max_messages), seen: Vec::new() };
+                    return g;
+                }
+                Err(TryLockError::WouldBlock) => py.detach(std::thread::yield_now),
+            }
+        }
+    }
+}
+
+fn texts(m: &Message<Text>) -> Vec<&str> {
+    let mut out: Vec<&str> =
+        m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None }).collect();
+    for call in &m.tool_calls {
+        out.push(call.name.as_ref());
+        out.push(call.arguments.as_ref());
+    }
+    out
+}
+
+#[pymethods]
+impl PyRecallIndex {
+    #[new]
+    #[pyo3(signature = (max_messages = 200_000))]
+    fn new(max_messages: usize) -> Self {
+        PyRecallIndex {
+            state: Mutex::new(State { index: RecallIndex::new(max_messages), seen: Vec::new() }),
+            max_messages: max_messages.max(1),
+        }
+    }
+
+    #[getter]
+    fn max_messages(&self) -> usize {
+        self.max_messages
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.lock(py).index.len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("RecallIndex(messages={}, max_messages={})", self.lock(py).index.len(), self.max_messages)
+    }
+
+    /// Forget every message.
+    fn clear(&self, py: Python<'_>) {
+        let mut g = self.lock(py);
+        *g = State { index: RecallIndex::new(self.max_messages), seen: Vec::new() };
+    }
+
+    /// BM25 scores for `query` of the messages at positions `lo..hi` of `messages` (all of
+    /// them by default) except those in `skip`, best first, at most `limit`, only those with
+    /// a score. New messages are indexed on the way.
+    #[pyo3(signature = (messages, query, lo = 0, hi = None, skip = None, limit = 256))]
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        query: &Bound<'_, PyString>,
+        lo: usize,
+        hi: Option<usize>,
+        skip: Option<HashSet<usize>>,
+        limit: usize,
+    ) -> PyResult<Vec<(usize, f64)>> {
+        let query = text_from_str(query);
+        let mut guard = self.lock(py);
+        let state = &mut *guard;
+        guarded("RecallIndex.search", || {
+            state.index.tick();
+            let format = MessageFormat::default();
+            let n = messages.len();
+            let hi = hi.unwrap_or(n).min(n);
+            let skip = skip.unwrap_or_default();
+            let wanted: Vec<usize> = (lo.min(hi)..hi).filter(|i| !skip.contains(i)).collect();
+            let mut slots: Vec<Option<u32>> = vec![None; n];
+            state.seen.truncate(n);
+            for &i in &wanted {
+                let obj = messages.get_item(i)?;
+                let known = state.seen.get(i).filter(|(o, _)| o.as_ptr() == obj.as_ptr()).map(|&(_, k)| k);
+                let slot = match known.and_then(|k| state.index.lookup(k)) {
+                    Some(s) => s,
+                    None => {
+                        let m = extract_message(py, i, &obj)?;
+                        let key = m.key(&format, &[]);
+                        let slot = state.index.insert(key, texts(&m));
+                        while state.seen.len() <= i {
+                            state.seen.push((py.None(), 0));
+                        }
+                        state.seen[i] = (obj.unbind(), key);
+                        slot
+                    }
+                };
+                slots[i] = Some(slot);
+            }
+            let index = &state.index;
+            let mut out: Vec<(usize, f64)> = py.detach(|| {
+                let scores = index.score(query.as_ref());
+                wanted.iter().filter_map(|&i| scores.get(&slots[i]?).map(|&s| (i, s as f64))).collect()
+            });
+            out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            out.truncate(limit);
+            Ok(out)
+        })
+    }
+}
+
+/// The terms recall scores `text` by (its text rules: stemmed words, numbers, whole
+/// identifiers and paths, CJK characters and pairs).
+#[pyfunction]
+fn recall_terms(text: &Bound<'_, PyString>) -> PyResult<Vec<String>> {
+    let text = text_from_str(text);
+    guarded("recall_terms", || Ok(terms::terms(crate::recall::head(text.as_ref(), crate::recall::MAX_DOC_BYTES))))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRecallIndex>()?;
+    m.add_function(wrap_pyfunction!(recall_terms, m)?)?;
+    Ok(())
+}

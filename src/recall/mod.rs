@@ -1,0 +1,349 @@
+//! Recall: an incremental lexical index over a history's messages, to bring back the ones a
+//! question is about after they left the prompt window.
+//!
+//! Each message is a document keyed by its content fingerprint (`Message::key`), so a
+//! growing history indexes only its new messages, and the same message seen in two calls (or
+//! two conversations) is indexed once. Scoring is Okapi BM25 over the terms of
+//! [`terms`](self::terms). The index is bounded: past `max_docs` documents, the ones not seen
+//! for the longest are forgotten; a document's text is read up to [`MAX_DOC_BYTES`] and a
+//! query's up to [`MAX_QUERY_BYTES`], keeping its [`MAX_QUERY_TERMS`] rarest terms.
+
+pub mod terms;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// How much of one message is read: a 10 MB tool output is searched by its head.
+pub const MAX_DOC_BYTES: usize = 256 * 1024;
+/// How much of a query is read.
+pub const MAX_QUERY_BYTES: usize = 64 * 1024;
+/// The rarest distinct terms of a query that are scored.
+pub const MAX_QUERY_TERMS: usize = 256;
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// One indexed message.
+struct Doc {
+    key: u128,
+    /// Terms emitted (the BM25 document length).
+    len: u32,
+    /// Distinct term hashes, for unlinking the postings when the document is forgotten.
+    terms: Box<[u64]>,
+    /// When a caller last asked for it (the eviction order).
+    seen: u64,
+}
+
+/// A bounded, incremental BM25 index of messages.
+pub struct RecallIndex {
+    docs: Vec<Option<Doc>>,
+    free: Vec<u32>,
+    by_key: FxHashMap<u128, u32>,
+    /// term hash -> (slot, term frequency)
+    postings: FxHashMap<u64, Vec<(u32, u32)>>,
+    total_len: u64,
+    live: usize,
+    max_docs: usize,
+    clock: u64,
+}
+
+/// The longest prefix of `s` within `max` bytes that ends on a character boundary.
+pub fn head(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl RecallIndex {
+    /// An empty index that holds at most `max_docs` messages (at least one).
+    pub fn new(max_docs: usize) -> Self {
+        RecallIndex {
+            docs: Vec::new(),
+            free: Vec::new(),
+            by_key: FxHashMap::default(),
+            postings: FxHashMap::default(),
+            total_len: 0,
+            live: 0,
+            max_docs: max_docs.max(1),
+            clock: 0,
+        }
+    }
+
+    /// Messages indexed now.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Distinct terms indexed now.
+    pub fn vocabulary(&self) -> usize {
+        self.postings.len()
+    }
+
+    /// Starts a new request: documents looked up from now on count as seen at this time.
+    pub fn tick(&mut self) {
+        self.clock += 1;
+    }
+
+    /// The slot of the message with this fingerprint, marking it seen; None if not indexed.
+    pub fn lookup(&mut self, key: u128) -> Option<u32> {
+        let slot = *self.by_key.get(&key)?;
+        if let Some(doc) = self.docs[slot as usize].as_mut() {
+            doc.seen = self.clock;
+        }
+        Some(slot)
+    }
+
+    /// Index a message given its fingerprint and its texts (content parts, tool calls).
+    /// Returns its slot; a message already indexed is only marked seen.
+    pub fn insert<'a>(&mut self, key: u128, texts: impl IntoIterator<Item = &'a str>) -> u32 {
+        if let Some(slot) = self.lookup(key) {
+            return slot;
+        }
+        if self.live >= self.max_docs {
+            self.forget_oldest();
+        }
+        let mut tf: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut len = 0u32;
+        let mut budget = MAX_DOC_BYTES;
+        for text in texts {
+            if budget == 0 {
+                break;
+            }
+            let part = head(text, budget);
+            budget -= part.len();
+            terms::for_each_term(part, |t| {
+                *tf.entry(xxh3_64(t.as_bytes())).or_insert(0) += 1;
+                len += 1;
+            });
+        }
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.docs.push(None);
+                (self.docs.len() - 1) as u32
+            }
+        };
+        for (&term, &n) in &tf {
+            self.postings.entry(term).or_default().push((slot, n));
+        }
+        self.docs[slot as usize] = Some(Doc { key, len, terms: tf.keys().copied().collect(), seen: self.clock });
+        self.by_key.insert(key, slot);
+        self.total_len += len as u64;
+        self.live += 1;
+        slot
+    }
+
+    /// Forget the tenth of the documents seen longest ago (at least one).
+    fn forget_oldest(&mut self) {
+        let mut order: Vec<(u64, u32)> =
+            self.docs.iter().enumerate().filter_map(|(i, d)| d.as_ref().map(|d| (d.seen, i as u32))).collect();
+        let n = (self.max_docs / 10).max(1).min(order.len());
+        order.select_nth_unstable(n.saturating_sub(1));
+        let gone: FxHashSet<u32> = order[..n].iter().map(|&(_, s)| s).collect();
+        let mut touched: FxHashSet<u64> = FxHashSet::default();
+        for &slot in &gone {
+            if let Some(doc) = self.docs[slot as usize].take() {
+                self.by_key.remove(&doc.key);
+                self.total_len -= doc.len as u64;
+                self.live -= 1;
+                touched.extend(doc.terms.iter().copied());
+                self.free.push(slot);
+            }
+        }
+        for term in touched {
+            if let Some(list) = self.postings.get_mut(&term) {
+                list.retain(|(s, _)| !gone.contains(s));
+                if list.is_empty() {
+                    self.postings.remove(&term);
+                }
+            }
+        }
+    }
+
+    /// The distinct terms of a query worth scoring: read up to [`MAX_QUERY_BYTES`], and only
+    /// the [`MAX_QUERY_TERMS`] rarest of those the index knows.
+    fn query_terms(&self, query: &str) -> Vec<(u64, usize)> {
+        let mut seen: FxHashSet<u64> = FxHashSet::default();
+        let mut out: Vec<(u64, usize)> = Vec::new();
+        terms::for_each_term(head(query, MAX_QUERY_BYTES), |t| {
+            let h = xxh3_64(t.as_bytes());
+            if seen.insert(h) {
+                if let Some(list) = self.postings.get(&h) {
+                    out.push((h, list.len()));
+                }
+            }
+        });
+        if out.len() > MAX_QUERY_TERMS {
+            out.sort_by_key(|&(h, df)| (df, h));
+            out.truncate(MAX_QUERY_TERMS);
+        }
+        out
+    }
+
+    /// BM25 scores of the indexed messages for `query`, by slot (only slots with a score).
+    pub fn score(&self, query: &str) -> FxHashMap<u32, f32> {
+        let mut out: FxHashMap<u32, f32> = FxHashMap::default();
+        if self.live == 0 {
+            return out;
+        }
+        let n = self.live as f32;
+        let avg = (self.total_len as f32 / n).max(1.0);
+        for (term, df) in self.query_terms(query) {
+            let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+            for &(slot, tf) in &self.postings[&term] {
+                let len = self.docs[slot as usize].as_ref().map_or(avg, |d| d.len as f32);
+                let tf = tf as f32;
+                let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg));
+                *out.entry(slot).or_insert(0.0) += s;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(texts: &[&str]) -> (RecallIndex, Vec<u32>) {
+        let mut ix = RecallIndex::new(1000);
+        let slots = texts.iter().enumerate().map(|(i, t)| ix.insert(i as u128, [*t])).collect();
+        (ix, slots)
+    }
+
+    /// BM25 by its textbook formula, computed independently over the same terms.
+    fn reference(texts: &[&str], query: &str) -> Vec<f32> {
+        let docs: Vec<Vec<String>> = texts.iter().map(|t| terms::terms(t)).collect();
+        let n = docs.len() as f32;
+        let avg = docs.iter().map(|d| d.len()).sum::<usize>() as f32 / n;
+        let mut q = terms::terms(query);
+        q.sort();
+        q.dedup();
+        docs.iter()
+            .map(|d| {
+                q.iter()
+                    .map(|t| {
+                        let df = docs.iter().filter(|x| x.contains(t)).count() as f32;
+                        let tf = d.iter().filter(|x| *x == t).count() as f32;
+                        if df == 0.0 || tf == 0.0 {
+                            return 0.0;
+                        }
+                        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                        idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * d.len() as f32 / avg.max(1.0)))
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    const TEXTS: [&str; 5] = [
+        "We finally adopted a parrot and named him Biscuit.",
+        "The weather in Lisbon was lovely, we walked for hours.",
+        "I cooked ramen on April 30 for my sister.",
+        "Thanks, that sounds great!",
+        "我最喜欢的科幻电影是《星际穿越》。",
+    ];
+
+    #[test]
+    fn scores_match_the_textbook_formula() {
+        let (ix, slots) = index(&TEXTS);
+        for query in
+            ["What did I cook on April 30?", "what is the parrot called", "推荐过哪部科幻电影", "Lisbon weather"]
+        {
+            let got = ix.score(query);
+            let want = reference(&TEXTS, query);
+            for (slot, w) in slots.iter().zip(want) {
+                let g = got.get(slot).copied().unwrap_or(0.0);
+                assert!((g - w).abs() < 1e-4, "{query}: slot {slot} got {g} want {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_answer_ranks_first() {
+        let (ix, slots) = index(&TEXTS);
+        let best = |q: &str| {
+            let s = ix.score(q);
+            *s.iter().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0
+        };
+        assert_eq!(best("What did I cook on April 30?"), slots[2]);
+        assert_eq!(best("Which parrot did we adopt?"), slots[0]);
+        assert_eq!(best("我推荐的科幻电影"), slots[4]);
+    }
+
+    #[test]
+    fn incremental_only_new_messages_are_indexed() {
+        let mut ix = RecallIndex::new(100);
+        let a = ix.insert(1, ["alpha beta"]);
+        let vocab = ix.vocabulary();
+        assert_eq!(ix.insert(1, ["something else entirely"]), a, "same fingerprint, same doc");
+        assert_eq!(ix.vocabulary(), vocab, "the text of a known message is not read again");
+        assert_eq!(ix.len(), 1);
+        ix.insert(2, ["gamma"]);
+        assert_eq!(ix.len(), 2);
+    }
+
+    #[test]
+    fn bounded_forgets_least_recently_seen() {
+        let mut ix = RecallIndex::new(10);
+        for k in 0..10u128 {
+            ix.insert(k, [format!("word{k} common").as_str()]);
+        }
+        ix.tick();
+        for k in 1..10u128 {
+            ix.lookup(k); // all but message 0 are in the current history
+        }
+        ix.insert(99, ["fresh"]);
+        assert_eq!(ix.len(), 10);
+        assert!(ix.lookup(0).is_none(), "the one not seen lately goes");
+        assert!(ix.lookup(5).is_some());
+        assert!(ix.score("word0").is_empty(), "its postings go with it");
+        // its slot is reused without stale postings
+        let s = ix.insert(100, ["word0 again"]);
+        assert_eq!(ix.score("word0").keys().copied().collect::<Vec<_>>(), vec![s]);
+        for _ in 0..100u128 {
+            ix.tick();
+        }
+        for k in 200..400u128 {
+            ix.insert(k, ["x y z"]);
+            assert!(ix.len() <= 10);
+        }
+    }
+
+    #[test]
+    fn huge_inputs_are_read_up_to_their_caps() {
+        let mut ix = RecallIndex::new(10);
+        let big = "needle ".repeat(1_000_000) + "tailword";
+        ix.insert(1, [big.as_str(), "second part"]);
+        assert!(ix.score("tailword").is_empty(), "past MAX_DOC_BYTES nothing is read");
+        assert!(!ix.score("needle").is_empty());
+        let query = "needle ".repeat(100_000) + &(0..10_000).map(|i| format!("w{i} ")).collect::<String>();
+        assert!(!ix.score(&query).is_empty());
+        assert!(ix.score("").is_empty());
+        assert!(RecallIndex::new(0).score("needle").is_empty());
+        let cut = head("日本語", 4);
+        assert_eq!(cut, "日");
+    }
+
+    #[test]
+    fn query_keeps_the_rarest_terms() {
+        let mut ix = RecallIndex::new(10_000);
+        for k in 0..500u128 {
+            ix.insert(k, [format!("common t{k}").as_str()]);
+        }
+        let mut q: String = (0..500).map(|k| format!("t{k} ")).collect();
+        q.push_str("common");
+        let terms = ix.query_terms(&q);
+        assert_eq!(terms.len(), MAX_QUERY_TERMS);
+        assert!(terms.iter().all(|&(_, df)| df == 1), "the common term is the one left out");
+    }
+}

@@ -1,0 +1,202 @@
+"""The manager's recall stage: evicted units the latest user message asks about come back as
+one block right before it, within the budget, and the rest of the prompt is unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import windowfit as wf
+from test_recall import FACTS, chat, tool_history
+from windowfit.context.recall import (
+    DEFAULT_RECALL_RATIO,
+    RecallInput,
+    recall_settings,
+    recall_stage,
+)
+
+COUNTER = wf.Counter(model="gpt-4o")
+WINDOW = 2048
+
+
+def manager(**kw: Any) -> wf.ContextManager:
+    return wf.ContextManager(model="gpt-4o", context_window=WINDOW, counter=COUNTER, **kw)
+
+
+def replayed(cm: wf.ContextManager, msgs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    state = None
+    for i, m in enumerate(msgs):
+        if m["role"] == "assistant":
+            state = cm.prepare(msgs[:i], state).state
+    return state
+
+
+def text(messages: list[Any]) -> str:
+    return "\n".join(str(m.get("content")) for m in messages)
+
+
+HISTORY = chat(FACTS, 120)
+QUESTION = {"role": "user", "content": "What did we name our parrot?"}
+# many facts, more than a summary of this window can hold: some only recall brings back
+CODES = {t: f"QX-{1000 + 37 * t}" for t in range(2, 90, 3)}
+MANY = chat(
+    {
+        t: (f"The booking code for trip number {t} is {c}.", "Noted, thanks.")
+        for t, c in CODES.items()
+    },
+    130,
+)
+
+
+@pytest.fixture(scope="module")
+def asked() -> tuple[Any, Any, str]:
+    on, off = manager(), manager(recall=False)
+    state_on, state_off = replayed(on, MANY), replayed(off, MANY)
+    # a fact the plain prompt (summary + window) has lost
+    for t, code in CODES.items():
+        question = {"role": "user", "content": f"What is the booking code for trip number {t}?"}
+        p_off = off.prepare([*MANY, question], state_off)
+        if code not in text(p_off.messages):
+            return on.prepare([*MANY, question], state_on), p_off, code
+    raise AssertionError("every fact survived the summary: the test needs more facts")
+
+
+def test_the_evicted_answer_comes_back_before_the_question(asked: tuple[Any, Any, str]) -> None:
+    p, p_off, code = asked
+    assert code in text(p.messages)
+    recalled = p.stats["recalled"]
+    assert recalled and any(
+        code in str(m.get("content"))
+        for m in p.messages[-1 - sum(u["end"] - u["start"] for u in recalled) : -1]
+    )
+    assert p.messages[-1] is p_off.messages[-1]
+    n = sum(u["end"] - u["start"] for u in recalled)
+    block = p.messages[-1 - n : -1]
+    assert str(block[0]["content"]).startswith("[Recalled from earlier: said 2023-05-")
+    # everything else is exactly the prompt without recall: the prefix is untouched
+    assert [*p.messages[: -1 - n], p.messages[-1]] == p_off.messages
+    budget = WINDOW - manager().output_reserve
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    assert p.stats["tokens_recall"] == sum(u["tokens"] for u in recalled)
+    assert p.stats["tokens_recall"] <= DEFAULT_RECALL_RATIO * budget
+
+
+def test_recall_off_by_argument_and_env(monkeypatch: pytest.MonkeyPatch, asked: Any) -> None:
+    _, p_off, _ = asked
+    assert p_off.stats["recalled"] == [] and p_off.stats["recall_reason"] == "recall is off"
+    monkeypatch.setenv("WINDOWFIT_RECALL", "0")
+    assert not manager().recall_settings.enabled
+    monkeypatch.setenv("WINDOWFIT_RECALL_RATIO", "0.1")
+    assert manager(recall=True).recall_settings.ratio == 0.1
+    with pytest.raises(wf.WindowfitError):
+        manager(recall_ratio=1.5)
+    with pytest.raises(wf.WindowfitError):
+        manager(recall="yes")
+
+
+def test_a_message_the_prompt_already_covers_recalls_nothing() -> None:
+    # an agent's next observation or a follow-up on the current topic: the block would only
+    # move every call and break the cached prefix
+    cm = manager()
+    follow_up = {"role": "user", "content": MANY[-2]["content"]}
+    p = cm.prepare([*MANY, follow_up], None)
+    assert p.stats["recalled"] == [] and p.stats["tokens_recall"] == 0
+
+
+def test_nothing_evicted_nothing_recalled() -> None:
+    p = manager().prepare(chat(FACTS, 3), None)
+    assert p.stats["recalled"] == [] and p.stats["recall_reason"] == "nothing has left the window"
+
+
+def test_agent_calls_of_one_turn_send_the_same_block() -> None:
+    cm = manager()
+    base = tool_history()[:-1]
+    msgs = [*base, {"role": "user", "content": "where does load_config raise KeyError?"}]
+    # a long agent turn after the question: many rounds push the early ones out
+    for k in range(40):
+        cid = f"z{k}"
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": f'{{"cmd": "ls dir{k}"}}'},
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "tool_call_id": cid, "content": f"listing {k} " + "entry " * 60}
+        )
+    state = None
+    by_cut: dict[int, list[Any]] = {}
+    budget = WINDOW - cm.output_reserve
+    for i in range(len(msgs) - 20, len(msgs) + 1, 2):
+        p = cm.prepare(msgs[:i], state)
+        state = p.state
+        assert COUNTER.count_messages(p.messages) <= budget
+        spans = [(u["start"], u["end"]) for u in p.stats["recalled"]]
+        by_cut.setdefault(p.stats["cut"], []).append((spans, p.stats["recall_reason"]))
+    assert any(len(v) > 1 and v[0][0] for v in by_cut.values()), by_cut
+    for calls in by_cut.values():
+        assert all(spans == calls[0][0] for spans, _ in calls)
+        assert all(reason == "kept from the previous call" for spans, reason in calls[1:] if spans)
+
+
+def test_a_failing_embedder_never_breaks_prepare() -> None:
+    def broken(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("model offline")
+
+    cm = manager(recall_embedder=broken)
+    question = {"role": "user", "content": "What is the booking code for trip number 2?"}
+    p = cm.prepare([*MANY, question], None)
+    assert p.messages[-1] is question
+    assert p.stats["recall_reason"] == "error" and "model offline" in p.stats["recall_error"]
+
+
+def test_stage_bad_input_never_raises() -> None:
+    settings = recall_settings(True, 0.3, None)
+    lone = [{"role": "user", "content": "only \ud800 message"}]
+    out = recall_stage(settings, COUNTER, RecallInput(lone, lone, [0], 10, 1000, 0, "", 0, {}))
+    assert out.prompt == lone and out.stats["recalled"] == []
+    huge_q = [*HISTORY, {"role": "user", "content": "parrot " * 500_000}]
+    out = recall_stage(
+        settings,
+        COUNTER,
+        RecallInput(huge_q, [huge_q[-1]], [len(huge_q) - 1], 100, 3000, len(huge_q) - 1, "", 0, {}),
+    )
+    assert out.tokens <= 3000
+    no_text = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "a",
+            "content": [{"type": "image_url", "image_url": {"url": "data:,"}}],
+        },
+        {"role": "user", "content": "what did the tool show?"},
+    ]
+    out = recall_stage(
+        settings, COUNTER, RecallInput(no_text, [no_text[2]], [2], 10, 1000, 2, "", 0, {})
+    )
+    assert out.tokens <= 1000
+
+
+def test_session_prepare_recalls_over_the_stored_history() -> None:
+    store = wf.MemoryStore()
+    s = store.session("recall")
+    for m in MANY:
+        s.append(m)
+    t, code = next(iter(CODES.items()))
+    s.append({"role": "user", "content": f"What is the booking code for trip number {t}?"})
+    p = s.prepare(manager())
+    assert p.stats["recalled"]
+    assert code in text(p.messages)
