@@ -156,23 +156,33 @@ def _cap(name: str, value: Any) -> int | None:
     return min(value, 2**63 - 1)
 
 
-def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
-    """A copy of ``message`` without the tool calls in ``call_ids`` (OpenAI or Anthropic)."""
-    drop = set(call_ids)
+def _stripped(message: Any, ids: Sequence[str]) -> Any:
+    """A copy of ``message`` without the entries the core named: the tool calls in ``ids``
+    (OpenAI or Anthropic) of a call message, or the tool results in ``ids`` of a message kept
+    for its own text; an emptied (or empty) ``tool_calls`` list is left out."""
+    drop = set(ids)
     copy = dict(message)
-    if copy.get("tool_calls"):
-        calls = [c for c in copy["tool_calls"] if c.get("id") not in drop]
+    if "tool_calls" in copy:
+        calls = [c for c in copy["tool_calls"] or () if c.get("id") not in drop]
         if calls:
             copy["tool_calls"] = calls
         else:
             copy.pop("tool_calls")
+    if copy.get("tool_call_id") in drop:
+        copy.pop("tool_call_id")
     if isinstance(copy.get("content"), list):
-        copy["content"] = [
-            p
-            for p in copy["content"]
-            if not (isinstance(p, dict) and p.get("type") == "tool_use" and p.get("id") in drop)
-        ]
+        copy["content"] = [p for p in copy["content"] if not _names(p, drop)]
     return copy
+
+
+def _names(part: Any, ids: set[str]) -> bool:
+    """The content part is a ``tool_use`` or ``tool_result`` block of one of ``ids``."""
+    if not isinstance(part, dict):
+        return False
+    kind = part.get("type")
+    if kind == "tool_use":
+        return part.get("id") in ids
+    return kind == "tool_result" and part.get("tool_use_id") in ids
 
 
 def _empty(budget: int | None) -> FitResult:
@@ -186,6 +196,7 @@ def _empty(budget: int | None) -> FitResult:
         "orphans_removed": 0,
         "unanswered_removed": 0,
         "calls_stripped": 0,
+        "results_stripped": 0,
         "stop_reason": "all_fit",
         "results_truncated": 0,
         "round_dropped": 0,
@@ -204,6 +215,7 @@ _STATS = (
     "orphans_removed",
     "unanswered_removed",
     "calls_stripped",
+    "results_stripped",
     "stop_reason",
 )
 
