@@ -332,15 +332,36 @@ def pins_tokens(
 
 
 def _cut_result_of(window_msg: Any, original: Any) -> bool:
-    """``window_msg`` is ``original`` (a tool result) with only its text content cut."""
+    """``window_msg`` is ``original`` with only the text of its tool results cut: a tool
+    message's content, or Anthropic ``tool_result`` blocks' content (string or text parts)."""
     if not (isinstance(window_msg, Mapping) and isinstance(original, Mapping)):
         return False
-    if original.get("role") != "tool" or window_msg.keys() != original.keys():
+    if window_msg == original:
         return False
-    cut, whole = window_msg.get("content"), original.get("content")
-    if not (isinstance(cut, str) and isinstance(whole, str)) or cut == whole:
-        return False
-    return all(window_msg[k] == original[k] for k in original if k != "content")
+    return _blank_results(window_msg) == _blank_results(original)
+
+
+def _blank_results(m: Mapping[str, Any]) -> Any:
+    """``m`` with the texts of its tool results emptied."""
+    out = dict(m)
+    content = m.get("content")
+    if m.get("role") == "tool":
+        return {**out, "content": ""} if isinstance(content, str) else out
+    if not isinstance(content, list):
+        return out
+    blocks: list[Any] = []
+    for p in content:
+        if _is_result_block(p) and isinstance(p.get("content"), str):
+            p = {**p, "content": ""}
+        elif _is_result_block(p) and isinstance(p.get("content"), list):
+            inner = [
+                {**q, "text": ""} if isinstance(q, dict) and q.get("type") == "text" else q
+                for q in p["content"]
+            ]
+            p = {**p, "content": inner}
+        blocks.append(p)
+    out["content"] = blocks
+    return out
 
 
 def _kept_indices(msgs: Sequence[Msg], a: Analysis, window: Sequence[Any]) -> list[int]:
