@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from windowfit.counting import Counter, resolve_counter
-from windowfit.errors import ArgumentTypeError, BudgetError
+from windowfit.errors import ArgumentTypeError
 from windowfit.fitting import _as_list, _budget, fit
 from windowfit.messages import SYSTEM_ROLES, message_text
 from windowfit.truncation import truncate
@@ -90,36 +90,82 @@ def render_history(
     header = _header(summary) if summary else ""
     if header and c.count(header) > b:
         return truncate(header, b, counter=c).text  # the summary alone fills the budget
-    convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
-    lines: list[str] = [_line(m, tool_chars) for m in convo]
+    # The window is at the end of the history: read only a suffix long enough to hold it
+    # (a rendered line costs at least a token), longer only when the window reached its start.
+    span = 2 * b + 16
+    while True:
+        start = _suffix_start(msgs, span)
+        text, whole = _render_window(
+            msgs[start:], b, c, header, tool_chars, max_turns=max_turns, max_messages=max_messages
+        )
+        if whole or start == 0:
+            return text
+        span *= 4
 
-    def rendered(fit_budget: int) -> tuple[str, int]:
-        try:
-            r = fit(
-                convo,
-                fit_budget,
-                counter=c,
-                keep_system=False,
-                keep_last_user=False,
-                max_turns=max_turns,
-                max_messages=max_messages,
-            )
-        except BudgetError:  # below the reply priming: nothing fits
-            return header, c.count(header)
+
+def _suffix_start(msgs: list[Any], span: int) -> int:
+    """The start of a suffix of at least ``span`` messages that begins on a plain user
+    message (a string from the user, answering no tool call): pairing never reaches across
+    one, so the suffix's tool rounds are the whole history's. 0 when there is none."""
+    i = len(msgs) - span
+    while i > 0:
+        m = msgs[i]
+        if (
+            isinstance(m, Mapping)
+            and m.get("role") == "user"
+            and isinstance(m.get("content"), str)
+            and m.get("tool_call_id") is None
+        ):
+            return i
+        i -= 1
+    return 0
+
+
+def _render_window(
+    msgs: list[Any],
+    b: int,
+    c: Counter,
+    header: str,
+    tool_chars: int,
+    *,
+    max_turns: int | None,
+    max_messages: int | None,
+) -> tuple[str, bool]:
+    """The rendering of ``msgs`` within ``b`` tokens, and whether it would be the same for any
+    history ending with ``msgs`` (the window stopped on its budget or a cap, not at the
+    start of ``msgs``)."""
+    convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
+    lines: dict[int, str] = {}
+
+    def rendered(fit_budget: int) -> tuple[str, int, bool]:
+        r = fit(
+            convo,
+            fit_budget,
+            counter=c,
+            keep_system=False,
+            keep_last_user=False,
+            max_turns=max_turns,
+            max_messages=max_messages,
+        )
+        stopped = r.stats["stop_reason"] in ("budget", "max_messages", "max_turns")
+        for i in r.kept:
+            if i not in lines:
+                lines[i] = _line(convo[i], tool_chars)
         text = "\n".join(
             [header, *(lines[i] for i in r.kept)] if header else [lines[i] for i in r.kept]
         )
-        return text, c.count(text)
+        return text, c.count(text), stopped
 
     # fit's window only grows with its budget, so the largest fit budget whose rendering
-    # stays within ``budget`` is found by bisection.
-    best = header
-    lo, hi = 0, (c.count_messages(convo) if convo else 0)
+    # stays within ``b`` is found by bisection; the window one token larger shows whether the
+    # history before ``msgs`` could have mattered.
+    best, lo, hi = header, 0, (c.count_messages(convo) if convo else 0)
     while lo <= hi:
         mid = (lo + hi) // 2
-        text, tokens = rendered(mid)
+        text, tokens, _ = rendered(mid)
         if tokens <= b:
             best, lo = text, mid + 1
         else:
             hi = mid - 1
-    return best
+    _, tokens, stopped = rendered(lo)
+    return best, stopped and tokens > b
