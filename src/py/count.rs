@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
+use super::args::{count_arg, token_ids};
 use super::errors::guarded;
 use super::light;
 use super::messages::{extract_message, message_tokens};
@@ -143,11 +144,15 @@ impl PyCounter {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+    fn count_until(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<usize>> {
         let text = extract_text(text, "text")?;
         // `Encoding` is this class itself, with no Python layer to check the limit first
-        let limit = usize::try_from(limit)
-            .map_err(|_| super::errors::InvalidArgumentError::new_err(format!("limit must be >= 0, got {limit}")))?;
+        let limit = count_arg(py, "limit", limit)?;
         let s = text.as_ref();
         guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
     }
@@ -159,7 +164,8 @@ impl PyCounter {
     }
 
     /// Text of token ids; bytes that are not valid UTF-8 become U+FFFD.
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
+        let ids = token_ids(ids)?;
         guarded("decode", || {
             let bytes = py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from)?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
@@ -167,7 +173,8 @@ impl PyCounter {
     }
 
     /// Bytes of token ids.
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let ids = token_ids(ids)?;
         let bytes =
             guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from))?;
         Ok(PyBytes::new(py, &bytes))
@@ -349,11 +356,11 @@ impl PyEncoding {
         })
     }
 
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
         self.counter.get().decode(py, ids)
     }
 
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         self.counter.get().decode_bytes(py, ids)
     }
 
@@ -367,7 +374,12 @@ impl PyEncoding {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+    fn count_until(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<usize>> {
         self.counter.get().count_until(py, text, limit)
     }
 
