@@ -266,6 +266,7 @@ impl PyCounter {
                     // long one would be read once more by siphash for nothing.
                     // SAFETY: a live str, GIL held; a str's hash never fails
                     let hash = || unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64;
+                    release_held_on_thread_exit(py);
                     HELD.with(|h| {
                         let holder = || text.clone().unbind();
                         self.inner.count_and_hold(s, hash, &mut h.borrow_mut(), addr, holder)
@@ -291,6 +292,46 @@ thread_local! {
     /// their contents (at most four times the front-cache byte budget of text).
     static HELD: std::cell::RefCell<HeldTable<Py<PyAny>>> =
         const { std::cell::RefCell::new(HeldTable::new(HELD_SLOTS, FOLLOW_BUDGET)) };
+}
+
+thread_local! {
+    /// Whether this thread's Python thread state holds a [`HeldRelease`].
+    static RELEASE_ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Releases its thread's held table when the thread ends. It lives in the dict of the
+/// thread's Python state, which the interpreter clears as the thread ends, on that thread and
+/// with the GIL held: the texts are released then. The table's own thread-local destructor
+/// runs later, without the GIL, and could only queue them for whichever PyO3 call comes next
+/// (never, for a server that only counts through the fast path), so every finished thread
+/// kept up to its table's budget of text alive.
+#[pyclass(module = "windowfit._core", frozen)]
+struct HeldRelease;
+
+impl Drop for HeldRelease {
+    fn drop(&mut self) {
+        // The GIL is held (a Python object's deallocation); nothing else borrows the table then.
+        let _ = HELD.try_with(|h| h.try_borrow_mut().map(|mut h| h.clear()));
+        let _ = RELEASE_ARMED.try_with(|armed| armed.set(false));
+    }
+}
+
+/// Arms [`HeldRelease`] for the calling thread (once per thread).
+fn release_held_on_thread_exit(py: Python<'_>) {
+    if RELEASE_ARMED.with(std::cell::Cell::get) {
+        return;
+    }
+    // SAFETY: the GIL is held; the dict is borrowed from the current thread state.
+    let dict = unsafe { ffi::PyThreadState_GetDict() };
+    if dict.is_null() {
+        return; // no thread state dict (cannot happen with the GIL held): nothing armed
+    }
+    // SAFETY: a live dict owned by the thread state, borrowed for this call only.
+    let dict = unsafe { Bound::from_borrowed_ptr(py, dict) };
+    let armed = Py::new(py, HeldRelease).and_then(|r| dict.set_item(pyo3::intern!(py, "windowfit.held_release"), r));
+    if armed.is_ok() {
+        RELEASE_ARMED.with(|a| a.set(true));
+    }
 }
 
 /// `(entries, text bytes)` of the calling thread's held table of `str` objects.
