@@ -158,11 +158,11 @@ pub fn repair(
     reply_priming: u64,
     recount: &dyn Fn(usize, &[String]) -> u64,
 ) -> FitPlan {
-    let (msgs, kept_text) = salvage(msgs, unanswered, recount);
-    let mut a = Analysis::new(&msgs, unanswered);
+    let (salvaged, kept_text) = salvage(msgs, unanswered, recount);
+    let mut a = Analysis::new(&salvaged, unanswered);
     let keep = vec![true; a.units.len()];
     let mut plan = a.assemble(&keep, reply_priming, 0, StopReason::AllFit, recount);
-    plan.strip_results(kept_text);
+    plan.strip_results(kept_text, msgs, &salvaged);
     plan
 }
 
@@ -209,8 +209,14 @@ fn salvage<'a>(
 }
 
 impl FitPlan {
-    /// Records the messages `salvage` kept without their results, where they are kept.
-    fn strip_results(&mut self, removed: Vec<(usize, Vec<String>)>) {
+    /// Records the messages `salvage` kept without their results, where they are kept; a
+    /// dropped one counts its `original` tokens among the dropped, as every dropped message.
+    fn strip_results(
+        &mut self,
+        removed: Vec<(usize, Vec<String>)>,
+        original: &[MessageInfo],
+        salvaged: &[MessageInfo],
+    ) {
         if removed.is_empty() {
             return;
         }
@@ -218,6 +224,10 @@ impl FitPlan {
         for (i, ids) in removed {
             if self.kept.binary_search(&i).is_ok() {
                 self.stripped.push((i, ids));
+            } else {
+                let dropped = u128::from(self.stats.tokens_dropped).saturating_sub(u128::from(salvaged[i].tokens));
+                let sum = dropped + u128::from(original[i].tokens);
+                self.stats.tokens_dropped = u64::try_from(sum).unwrap_or(u64::MAX);
             }
         }
         self.stats.results_stripped = self.stripped.len() - before;
@@ -236,9 +246,9 @@ pub fn fit(
     opts: &FitOptions,
     recount: &dyn Fn(usize, &[String]) -> u64,
 ) -> Result<FitPlan> {
-    let (msgs, kept_text) = salvage(msgs, opts.unanswered, recount);
-    let mut plan = select(&msgs, budget, opts, recount)?;
-    plan.strip_results(kept_text);
+    let (salvaged, kept_text) = salvage(msgs, opts.unanswered, recount);
+    let mut plan = select(&salvaged, budget, opts, recount)?;
+    plan.strip_results(kept_text, msgs, &salvaged);
     Ok(plan)
 }
 

@@ -1250,3 +1250,13 @@ fn an_empty_call_list_is_left_out_of_what_is_sent() {
     let plan = fit(&h, 5, &units_only(), &no_recount).unwrap();
     assert!(plan.stripped.iter().all(|(i, _)| plan.kept.contains(i)));
 }
+
+#[test]
+fn a_dropped_message_counts_its_original_tokens_even_when_it_would_keep_its_text() {
+    let h = [user(1), asst(1), results_and_text(40, &["gone"]), asst(2)];
+    let opts = FitOptions { keep_last_user: false, ..FitOptions::default() };
+    let plan = fit(&h, 3, &opts, &|_, _| 12).unwrap();
+    assert_eq!(plan.kept, [3]);
+    assert_eq!(plan.stats.tokens_dropped, 1 + 1 + 40, "as the caller's messages count");
+    assert!(plan.stripped.is_empty() && plan.stats.results_stripped == 0);
+}
