@@ -166,6 +166,9 @@ pub fn repair(
     plan
 }
 
+/// Messages sent without entries, each with the ids removed (see [`FitPlan::stripped`]).
+type Removed = Vec<(usize, Vec<String>)>;
+
 /// `msgs` with each message that carries tool results answering nothing (or dropped with an
 /// unanswered call) but also content of its own turned into that content alone: its
 /// results are removed, its tokens recounted (`recount(i, result_ids)`), and it pairs as
@@ -176,7 +179,7 @@ fn salvage<'a>(
     msgs: &'a [MessageInfo],
     mode: Unanswered,
     recount: &dyn Fn(usize, &[String]) -> u64,
-) -> (std::borrow::Cow<'a, [MessageInfo]>, Vec<(usize, Vec<String>)>) {
+) -> (std::borrow::Cow<'a, [MessageInfo]>, Removed) {
     let mut cur = std::borrow::Cow::Borrowed(msgs);
     let mut removed = Vec::new();
     let candidate = |m: &MessageInfo| {
