@@ -388,6 +388,11 @@ mod tests {
         ids.iter().collect()
     }
 
+    /// The one range of parts read from a `tool_result` block.
+    fn parts_at(r: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+        vec![r]
+    }
+
     #[test]
     fn roles_parse_to_their_variant_and_unknown_to_other() {
         let parsed: Vec<Role> = ROLES.iter().map(|r| Role::parse(r)).collect();
@@ -405,7 +410,7 @@ mod tests {
             parts: vec![Part::Text("")],
             tool_calls: vec![],
             result_ids: vec!["a", "b"],
-            result_parts: vec![0..1],
+            result_parts: parts_at(0..1),
             empty_calls: false,
         };
         let i = m.info(7);
@@ -435,14 +440,14 @@ mod tests {
             parts: vec![Part::Text("out"), Part::Text("new words"), Part::Text("")],
             tool_calls: vec![],
             result_ids: vec!["a", "b"],
-            result_parts: vec![0..1, 2..3],
+            result_parts: [0..1, 2..3].into(),
             empty_calls: false,
         };
         let i = m.info(0);
         assert!(i.has_content && i.own_content);
         let left = m.without_results();
         assert!(matches!(left.parts[..], [Part::Text("new words")]) && left.result_ids.is_empty());
-        let only_results = Message { parts: vec![Part::Text("out")], result_parts: vec![0..1], ..m.clone() };
+        let only_results = Message { parts: vec![Part::Text("out")], result_parts: parts_at(0..1), ..m.clone() };
         assert!(!only_results.info(0).own_content, "nothing but the result's own output");
         let tool = Message { role: "tool", result_parts: vec![], ..only_results };
         assert!(!tool.info(0).own_content, "an OpenAI tool message's content is its result");
