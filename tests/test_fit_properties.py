@@ -185,7 +185,7 @@ def test_3_pins_kept(enc: str, data: st.DataObject) -> None:
             if is_system(m):
                 assert i in kept, f"system message {i} dropped"
     if o.get("keep_last_user", True):
-        users = [i for i, m in enumerate(msgs) if is_user_turn(m)]
+        users = [i for i, m in enumerate(a.paired) if is_user_turn(m)]
         if users:
             assert users[-1] in kept
     n = len(msgs)
@@ -244,7 +244,7 @@ def test_5_contiguous_window_starting_on_user(enc: str, data: st.DataObject) -> 
         and e.latest_user is not None
         and w < e.latest_user
     ):
-        u = max((i for i in range(w + 1) if is_user_turn(msgs[i]) and a.valid(i)), default=None)
+        u = max((i for i in range(w + 1) if is_user_turn(a.paired[i]) and a.valid(i)), default=None)
         assert u is not None, f"window reaches {w}, before any user turn"
         assert all(not a.valid(i) or e.pinned_msg(i) for i in range(u, w)), (
             f"window starts mid-round at {w}"
@@ -277,7 +277,9 @@ def test_6_maximal(enc: str, data: st.DataObject) -> None:
         and nxt < e.latest_user
     )
     if by_rounds:
-        u = max((i for i in range(nxt + 1) if is_user_turn(msgs[i]) and a.valid(i)), default=None)
+        u = max(
+            (i for i in range(nxt + 1) if is_user_turn(a.paired[i]) and a.valid(i)), default=None
+        )
         if u is None:
             # only messages before the first user turn are left out: start_on="user"
             assert r.stats["stop_reason"] == "start_on_user"
