@@ -550,6 +550,8 @@ mod tests {
             parts: vec![Part::Text(text.into())],
             tool_calls: vec![],
             result_ids: vec![],
+            result_parts: vec![],
+            empty_calls: false,
         }
     }
 
@@ -616,6 +618,8 @@ mod tests {
                 ToolCall { id: "b".into(), name: "read".into(), arguments: "{}".into() },
             ],
             result_ids: vec![],
+            result_parts: vec![],
+            empty_calls: false,
         };
         let full = c.count_message(&m);
         let without_b = c.count_message_without(&m, &["b"]);

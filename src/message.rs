@@ -55,6 +55,12 @@ pub struct Message<S> {
     pub tool_calls: Vec<ToolCall<S>>,
     /// OpenAI `tool_call_id`, or the `tool_use_id`s of Anthropic `tool_result` blocks.
     pub result_ids: Vec<S>,
+    /// The `parts` read from inside `tool_result` blocks, as index ranges: the rest is the
+    /// message's own content, kept when its results answer nothing.
+    pub result_parts: Vec<std::ops::Range<usize>>,
+    /// The message has a `tool_calls` list with nothing in it (providers reject it): sent
+    /// without the list.
+    pub empty_calls: bool,
 }
 
 impl<S: AsRef<str>> Message<S> {
@@ -81,6 +87,37 @@ impl<S: AsRef<str>> Message<S> {
             call_ids: self.tool_calls.iter().map(|c| c.id.as_ref()).collect(),
             result_ids: self.result_ids.iter().map(|r| r.as_ref()).collect(),
             has_content: self.has_content(),
+            own_content: !self.result_parts.is_empty() && self.without_results().has_content(),
+            empty_calls: self.empty_calls,
+        }
+    }
+
+    /// The message without its `tool_result` blocks and their ids: what is left to send when
+    /// none of its results answers a call. Only messages whose results came in blocks have
+    /// own content to keep (an OpenAI tool message's content is its result).
+    pub fn without_results(&self) -> Message<&str> {
+        let in_result = |k: usize| self.result_parts.iter().any(|r| r.contains(&k));
+        let parts = self
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !in_result(*k))
+            .map(|(_, p)| match p {
+                Part::Text(t) => Part::Text(t.as_ref()),
+                Part::Image { detail, width, height } => {
+                    Part::Image { detail: *detail, width: *width, height: *height }
+                }
+                Part::Opaque => Part::Opaque,
+            })
+            .collect();
+        Message {
+            role: self.role.as_ref(),
+            name: self.name.as_ref().map(AsRef::as_ref),
+            parts,
+            tool_calls: Vec::new(),
+            result_ids: Vec::new(),
+            result_parts: Vec::new(),
+            empty_calls: false,
         }
     }
 }
@@ -134,6 +171,11 @@ pub struct MessageInfo {
     /// false. A call message stripped of all its calls is only kept if this is true: an empty
     /// assistant message is an invalid request.
     pub has_content: bool,
+    /// Content besides the `tool_result` blocks it carries (a user's new text next to them):
+    /// when those results answer no call, the blocks are removed and this is still sent.
+    pub own_content: bool,
+    /// An empty `tool_calls` list, left out of the message when it is sent.
+    pub empty_calls: bool,
 }
 
 impl MessageInfo {
@@ -346,6 +388,11 @@ mod tests {
         ids.iter().collect()
     }
 
+    /// The one range of parts read from a `tool_result` block.
+    fn parts_at(r: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+        vec![r]
+    }
+
     #[test]
     fn roles_parse_to_their_variant_and_unknown_to_other() {
         let parsed: Vec<Role> = ROLES.iter().map(|r| Role::parse(r)).collect();
@@ -363,6 +410,8 @@ mod tests {
             parts: vec![Part::Text("")],
             tool_calls: vec![],
             result_ids: vec!["a", "b"],
+            result_parts: parts_at(0..1),
+            empty_calls: false,
         };
         let i = m.info(7);
         assert_eq!((i.role, i.tokens, i.has_content), (Role::User, 7, false));
@@ -374,10 +423,34 @@ mod tests {
             parts: vec![Part::Image { detail: ImageDetail::Low, width: None, height: None }],
             tool_calls: vec![ToolCall { id: "c1", name: "ls", arguments: "{}" }],
             result_ids: vec![],
+            result_parts: vec![],
+            empty_calls: false,
         };
         let i = call.info(0);
         assert_eq!(i.call_ids, strs(&["c1"]));
         assert!(i.has_content, "an image is content");
+    }
+
+    #[test]
+    fn own_content_is_what_lies_outside_the_result_blocks() {
+        // [tool_result("out"), text("new words"), tool_result("")]
+        let m = Message {
+            role: "user",
+            name: None,
+            parts: vec![Part::Text("out"), Part::Text("new words"), Part::Text("")],
+            tool_calls: vec![],
+            result_ids: vec!["a", "b"],
+            result_parts: [0..1, 2..3].into(),
+            empty_calls: false,
+        };
+        let i = m.info(0);
+        assert!(i.has_content && i.own_content);
+        let left = m.without_results();
+        assert!(matches!(left.parts[..], [Part::Text("new words")]) && left.result_ids.is_empty());
+        let only_results = Message { parts: vec![Part::Text("out")], result_parts: parts_at(0..1), ..m.clone() };
+        assert!(!only_results.info(0).own_content, "nothing but the result's own output");
+        let tool = Message { role: "tool", result_parts: vec![], ..only_results };
+        assert!(!tool.info(0).own_content, "an OpenAI tool message's content is its result");
     }
 
     #[test]

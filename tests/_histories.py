@@ -83,7 +83,10 @@ __all__ = [
 
 
 def sent_message(msgs: list[Msg], a: Analysis, i: int) -> Msg:
-    return strip_calls(msgs[i], a.strips[i]) if i in a.strips else msgs[i]
+    m = a.paired[i]
+    if i in a.strips or ("tool_calls" in m and not m["tool_calls"]):
+        return strip_calls(m, a.strips.get(i, []))
+    return m
 
 
 class PinError(Exception):
@@ -133,7 +136,7 @@ def expect(
     a = analyze(msgs, unanswered)
     cost = [counter.count_message(sent_message(msgs, a, i)) if a.valid(i) else 0 for i in range(n)]
     nu = len(a.units)
-    head_user = [is_user_turn(msgs[a.units[u][0]]) for u in range(nu)]
+    head_user = [is_user_turn(a.paired[a.units[u][0]]) for u in range(nu)]
     pins: set[int] = set()
     for p in pinned:
         q = p + n if p < 0 else p

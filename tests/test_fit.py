@@ -73,6 +73,7 @@ STATS = {
     "orphans_removed",
     "unanswered_removed",
     "calls_stripped",
+    "results_stripped",
     "stop_reason",
     "results_truncated",
     "round_dropped",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -438,3 +439,73 @@ def test_manager_state_with_tampered_fields(edits: list[Any]) -> None:
         assert p.messages == cm.prepare(run, state=state).messages
     again = cm.prepare(run, state=json.loads(json.dumps(p.state)))
     assert again.stats["state_reset"] is False, again.stats["state_reset_reason"]
+
+
+# ----------------------------------------------------------------------------- nesting
+
+NESTING_LIMIT = 64  # the reader's documented bound (InvalidMessageError beyond it)
+
+
+@st.composite
+def nested_messages(draw: st.DrawFn) -> tuple[list[Any], int, bool]:
+    """A short history whose last message nests deeply somewhere the reader recurses
+    (tool_result content, tool_use input, an unknown part), sometimes made to contain itself.
+    Returns it with the depth of its deepest value as the reader counts levels (a tool_result
+    block inside another's content is one level deeper; a value inside an input or an unknown
+    part's dict or list is one level deeper) and whether it is cyclic."""
+    wrappers = draw(st.integers(0, 3 * NESTING_LIMIT))
+    where = draw(st.sampled_from(["tool_result", "input", "unknown"]))
+    cyclic = draw(st.booleans())
+    leaf: Any = draw(st.text(max_size=5))
+    deepest: Any = None
+    if where == "tool_result":
+        value: Any = leaf
+        for _ in range(wrappers):
+            value = [{"type": "tool_result", "tool_use_id": "t", "content": value}]
+            deepest = value if deepest is None else deepest
+        content = value if wrappers else [leaf]
+        levels = wrappers - 1
+    elif where == "input":
+        value = deepest = {"leaf": leaf}
+        for _ in range(wrappers):
+            value = {"k": value} if draw(st.booleans()) else [value]
+        content = [{"type": "tool_use", "id": "u", "name": "f", "input": value}]
+        levels = wrappers + 1
+    else:
+        value = deepest = {"type": "custom", "text": leaf}
+        for _ in range(wrappers):
+            value = {"type": "custom", "inner": [value]}
+        content = [value]
+        levels = 2 * wrappers + 1
+    if cyclic:  # the deepest container holds the message's own content
+        block = {"type": "tool_result", "tool_use_id": "t", "content": content}
+        if deepest is None:
+            content.append(block)
+        elif isinstance(deepest, list):
+            deepest.append(block)
+        else:
+            deepest["again"] = content
+    role = "assistant" if where == "input" else "user"
+    prefix = draw(st.lists(st.sampled_from([{"role": "user", "content": "hi"}]), max_size=2))
+    return [*prefix, {"role": role, "content": content}], levels, cyclic
+
+
+@settings(FUZZ, max_examples=60)
+@given(case=nested_messages())
+def test_nesting_is_read_or_refused_by_index_and_field(case: tuple[list[Any], int, bool]) -> None:
+    history, levels, cyclic = case
+    index = len(history) - 1
+    refuse = cyclic or levels > NESTING_LIMIT
+    for entry in (
+        lambda: COUNTER.count_messages(history),
+        lambda: wf.fit(history, 10**6, counter=COUNTER),
+        lambda: wf.repair(history, counter=COUNTER),
+        lambda: wf.render_history(history, 1000, counter=COUNTER),
+    ):
+        try:
+            entry()
+        except wf.InvalidMessageError as e:
+            assert re.match(rf"message {index}: content\[\d+\].*nested more than", str(e)), e
+            assert refuse, f"refused at {levels} levels: {e}"
+        else:
+            assert not refuse, f"read {levels} levels (cyclic: {cyclic})"

@@ -123,6 +123,9 @@ pub struct FitStats {
     pub unanswered_removed: usize,
     /// Call entries removed from kept messages (`Strip`).
     pub calls_stripped: usize,
+    /// Kept messages whose tool results answer nothing, sent without them for the text of
+    /// their own they carry (a user's new words next to an orphan `tool_result` block).
+    pub results_stripped: usize,
     pub stop_reason: StopReason,
 }
 
@@ -133,7 +136,9 @@ pub struct FitPlan {
     pub kept: Vec<usize>,
     /// The other indices, increasing; `kept` and `dropped` partition `0..n`.
     pub dropped: Vec<usize>,
-    /// Kept messages whose unanswered call entries must be removed: (index, call ids).
+    /// Kept messages to send without some entries, by index: the unanswered call ids of a
+    /// stripped call message, all the result ids of a message kept for its own content, or
+    /// none for a message whose only change is losing an empty `tool_calls` list.
     pub stripped: Vec<(usize, Vec<String>)>,
     /// Tokens of the kept messages (after stripping) plus reply priming.
     pub tokens: u64,
@@ -153,9 +158,84 @@ pub fn repair(
     reply_priming: u64,
     recount: &dyn Fn(usize, &[String]) -> u64,
 ) -> FitPlan {
-    let mut a = Analysis::new(msgs, unanswered);
+    let (salvaged, kept_text) = salvage(msgs, unanswered, recount);
+    let mut a = Analysis::new(&salvaged, unanswered);
     let keep = vec![true; a.units.len()];
-    a.assemble(&keep, reply_priming, 0, StopReason::AllFit, recount)
+    let mut plan = a.assemble(&keep, reply_priming, 0, StopReason::AllFit, recount);
+    plan.strip_results(kept_text, msgs, &salvaged);
+    plan
+}
+
+/// Messages sent without entries, each with the ids removed (see [`FitPlan::stripped`]).
+type Removed = Vec<(usize, Vec<String>)>;
+
+/// `msgs` with each message that carries tool results answering nothing (or dropped with an
+/// unanswered call) but also content of its own turned into that content alone: its
+/// results are removed, its tokens recounted (`recount(i, result_ids)`), and it pairs as
+/// the plain message it now is. Returns the new infos and `(index, result ids)` removed.
+/// Removing results can leave later ones without their call, so it repeats until stable
+/// (each message at most once).
+fn salvage<'a>(
+    msgs: &'a [MessageInfo],
+    mode: Unanswered,
+    recount: &dyn Fn(usize, &[String]) -> u64,
+) -> (std::borrow::Cow<'a, [MessageInfo]>, Removed) {
+    let mut cur = std::borrow::Cow::Borrowed(msgs);
+    let mut removed = Vec::new();
+    let candidate = |m: &MessageInfo| {
+        m.own_content
+            && m.call_ids.is_empty()
+            && !m.result_ids.is_empty()
+            && !matches!(m.role, Role::Tool | Role::Function)
+    };
+    if !msgs.iter().any(candidate) {
+        return (cur, removed);
+    }
+    loop {
+        let verdict = Analysis::new(&cur, mode).verdict;
+        let found: Vec<usize> =
+            (0..cur.len()).filter(|&i| verdict[i] != units::Verdict::Valid && candidate(&cur[i])).collect();
+        if found.is_empty() {
+            break;
+        }
+        let infos = cur.to_mut();
+        for i in found {
+            let ids = infos[i].result_ids.to_vec();
+            let m = &mut infos[i];
+            m.tokens = recount(i, &ids);
+            m.result_ids = Default::default();
+            (m.has_content, m.own_content) = (true, false);
+            removed.push((i, ids));
+        }
+    }
+    (cur, removed)
+}
+
+impl FitPlan {
+    /// Records the messages `salvage` kept without their results, where they are kept; a
+    /// dropped one counts its `original` tokens among the dropped, as every dropped message.
+    fn strip_results(
+        &mut self,
+        removed: Vec<(usize, Vec<String>)>,
+        original: &[MessageInfo],
+        salvaged: &[MessageInfo],
+    ) {
+        if removed.is_empty() {
+            return;
+        }
+        let before = self.stripped.len();
+        for (i, ids) in removed {
+            if self.kept.binary_search(&i).is_ok() {
+                self.stripped.push((i, ids));
+            } else {
+                let dropped = u128::from(self.stats.tokens_dropped).saturating_sub(u128::from(salvaged[i].tokens));
+                let sum = dropped + u128::from(original[i].tokens);
+                self.stats.tokens_dropped = u64::try_from(sum).unwrap_or(u64::MAX);
+            }
+        }
+        self.stats.results_stripped = self.stripped.len() - before;
+        self.stripped.sort_by_key(|(i, _)| *i);
+    }
 }
 
 /// Picks the messages of `msgs` to send within `budget` tokens (reply priming included).
@@ -164,6 +244,19 @@ pub fn repair(
 /// cannot be sent (an orphan, or a dropped unanswered call); [`Error::Budget`] when the pins
 /// plus reply priming alone exceed `budget`. `recount` is as for [`repair`].
 pub fn fit(
+    msgs: &[MessageInfo],
+    budget: u64,
+    opts: &FitOptions,
+    recount: &dyn Fn(usize, &[String]) -> u64,
+) -> Result<FitPlan> {
+    let (salvaged, kept_text) = salvage(msgs, opts.unanswered, recount);
+    let mut plan = select(&salvaged, budget, opts, recount)?;
+    plan.strip_results(kept_text, msgs, &salvaged);
+    Ok(plan)
+}
+
+/// The window of [`fit`] over messages whose pairing needs no salvage.
+fn select(
     msgs: &[MessageInfo],
     budget: u64,
     opts: &FitOptions,

@@ -1180,3 +1180,83 @@ fn no_caps_is_the_uncapped_fit() {
         assert_eq!(a.map(|p| p.kept).ok(), c.map(|p| p.kept).ok(), "budget {b}");
     }
 }
+
+// ---------- results that answer nothing, beside text of their own ----------
+
+/// A user message carrying tool_result blocks for `ids` and new text of its own.
+fn results_and_text(t: u64, ids: &[&str]) -> MessageInfo {
+    MessageInfo { own_content: true, ..results(t, ids) }
+}
+
+#[test]
+fn an_orphan_result_beside_new_text_keeps_the_text() {
+    // the tool_use went (a cut, a compaction): its result is an orphan, the words are not
+    let h = [sys(5), results_and_text(40, &["gone"])];
+    let recount = |i: usize, ids: &[String]| {
+        assert_eq!((i, ids), (1, &strs(&["gone"])[..]), "recounted without its results");
+        12
+    };
+    let primed = FitOptions { reply_priming: 3, ..FitOptions::default() };
+    for plan in [fit(&h, u64::MAX >> 8, &primed, &recount).unwrap(), repair(&h, Unanswered::Drop, 3, &recount)] {
+        assert_eq!(plan.kept, [0, 1], "the user's words are sent");
+        assert_eq!(plan.stripped, [(1, strs(&["gone"]))], "without the orphan block");
+        assert_eq!(plan.tokens, 5 + 12 + 3, "counted as sent");
+        assert_eq!((plan.stats.results_stripped, plan.stats.orphans_removed), (1, 0));
+    }
+    // it is now the latest user turn: pinned, so the round after it is what the budget trims
+    let plan = fit(&h, 20, &FitOptions::default(), &recount).unwrap();
+    assert_eq!(plan.kept, [0, 1]);
+    let only_results = [sys(5), results(40, &["gone"])];
+    assert_eq!(repair(&only_results, Unanswered::Drop, 3, &no_recount).kept, [0], "nothing of its own: dropped");
+}
+
+#[test]
+fn a_result_with_text_inside_a_run_ends_the_run_when_it_answers_nothing() {
+    // call(a), [result(x) + text], tool(a): sent as is, tool(a) would no longer follow its
+    // call; with the text kept as a plain message, a is unanswered and tool(a) an orphan
+    let h = [user(1), call(2, &["a"]), results_and_text(9, &["x"]), tool(3, "a"), asst(4)];
+    let plan = repair(&h, Unanswered::Drop, 0, &|_, _| 5);
+    assert_eq!(plan.kept, [0, 2, 4]);
+    assert_eq!(plan.stripped, [(2, strs(&["x"]))]);
+    assert_eq!(plan.stats.results_stripped, 1);
+    // a matching result with text is a result, kept whole with its call
+    let ok = [user(1), call(2, &["a"]), results_and_text(9, &["a"]), asst(4)];
+    let plan = repair(&ok, Unanswered::Drop, 0, &no_recount);
+    assert_eq!((plan.kept, plan.stripped), (vec![0, 1, 2, 3], vec![]));
+}
+
+#[test]
+fn results_dropped_with_an_unanswered_call_keep_their_text() {
+    // b is never answered: the call and its partial results go, the user's text stays
+    let h = [user(1), call(2, &["a", "b"]), results_and_text(9, &["a"]), asst(4)];
+    let plan = repair(&h, Unanswered::Drop, 0, &|_, _| 5);
+    assert_eq!(plan.kept, [0, 2, 3]);
+    assert_eq!(plan.stripped, [(2, strs(&["a"]))]);
+}
+
+#[test]
+fn an_empty_call_list_is_left_out_of_what_is_sent() {
+    let empty = MessageInfo { empty_calls: true, ..asst(3) };
+    let h = [user(1), empty.clone(), user(2), call(2, &["a"]), tool(1, "a")];
+    let h = [&h[..], &[MessageInfo { empty_calls: true, ..call(2, &["b"]) }, tool(1, "b")]].concat();
+    for plan in
+        [repair(&h, Unanswered::Drop, 0, &no_recount), fit(&h, 1000, &FitOptions::default(), &no_recount).unwrap()]
+    {
+        assert_eq!(plan.kept, [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(plan.stripped, [(1, vec![]), (5, vec![])], "each sent without the empty list");
+        assert_eq!(plan.stats.calls_stripped, 0, "no call entry was removed");
+    }
+    // dropped by the budget: nothing to strip
+    let plan = fit(&h, 5, &units_only(), &no_recount).unwrap();
+    assert!(plan.stripped.iter().all(|(i, _)| plan.kept.contains(i)));
+}
+
+#[test]
+fn a_dropped_message_counts_its_original_tokens_even_when_it_would_keep_its_text() {
+    let h = [user(1), asst(1), results_and_text(40, &["gone"]), asst(2)];
+    let opts = FitOptions { keep_last_user: false, ..FitOptions::default() };
+    let plan = fit(&h, 3, &opts, &|_, _| 12).unwrap();
+    assert_eq!(plan.kept, [3]);
+    assert_eq!(plan.stats.tokens_dropped, 1 + 1 + 40, "as the caller's messages count");
+    assert!(plan.stripped.is_empty() && plan.stats.results_stripped == 0);
+}

@@ -285,6 +285,8 @@ impl<'a> Analysis<'a> {
                 stripped.push((s.index, s.ids.clone()));
             }
         }
+        let calls_stripped = stripped.iter().map(|(_, ids): &(usize, Vec<String>)| ids.len()).sum();
+        self.drop_empty_call_lists(&kept, &mut stripped);
         let sat = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
         let stats = FitStats {
             pins_tokens: sat(pins),
@@ -294,12 +296,29 @@ impl<'a> Analysis<'a> {
             messages_dropped: dropped.len(),
             orphans_removed: self.orphans,
             unanswered_removed: self.unanswered,
-            calls_stripped: stripped.iter().map(|(_, ids): &(usize, Vec<String>)| ids.len()).sum(),
+            calls_stripped,
+            results_stripped: 0,
             stop_reason: stop,
         };
         // An empty prompt is never sent, so it primes no reply.
         let primed = if kept.is_empty() { 0 } else { u128::from(priming) };
         FitPlan { kept, dropped, stripped, tokens: sat(tokens_kept + primed), stats, round_start, round_lost }
+    }
+}
+
+impl Analysis<'_> {
+    /// Adds each kept message with an empty `tool_calls` list (which providers reject) to
+    /// `stripped` with no ids, so it is sent without the list, unless it is stripped anyway.
+    fn drop_empty_call_lists(&self, kept: &[usize], stripped: &mut Vec<(usize, Vec<String>)>) {
+        let before = stripped.len();
+        for &i in kept {
+            if self.msgs[i].empty_calls && !stripped[..before].iter().any(|(s, _)| *s == i) {
+                stripped.push((i, Vec::new()));
+            }
+        }
+        if stripped.len() > before {
+            stripped.sort_by_key(|(i, _)| *i);
+        }
     }
 }
 

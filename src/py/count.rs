@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
+use super::args::{count_arg, token_ids};
 use super::errors::guarded;
 use super::light;
 use super::messages::{extract_message, message_tokens};
@@ -145,11 +146,15 @@ impl PyCounter {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+    fn count_until(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<usize>> {
         let text = extract_text(text, "text")?;
         // `Encoding` is this class itself, with no Python layer to check the limit first
-        let limit = usize::try_from(limit)
-            .map_err(|_| super::errors::InvalidArgumentError::new_err(format!("limit must be >= 0, got {limit}")))?;
+        let limit = count_arg(py, "limit", limit)?;
         let s = text.as_ref();
         guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
     }
@@ -161,7 +166,8 @@ impl PyCounter {
     }
 
     /// Text of token ids; bytes that are not valid UTF-8 become U+FFFD.
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
+        let ids = token_ids(ids)?;
         guarded("decode", || {
             let bytes = py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from)?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
@@ -169,7 +175,8 @@ impl PyCounter {
     }
 
     /// Bytes of token ids.
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let ids = token_ids(ids)?;
         let bytes =
             guarded("decode_bytes", || py.detach(|| self.inner.backend().decode_bytes(&ids)).map_err(PyErr::from))?;
         Ok(PyBytes::new(py, &bytes))
@@ -266,6 +273,7 @@ impl PyCounter {
                     // long one would be read once more by siphash for nothing.
                     // SAFETY: a live str, GIL held; a str's hash never fails
                     let hash = || unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64;
+                    release_held_on_thread_exit(py);
                     HELD.with(|h| {
                         let holder = || text.clone().unbind();
                         self.inner.count_and_hold(s, hash, &mut h.borrow_mut(), addr, holder)
@@ -291,6 +299,46 @@ thread_local! {
     /// their contents (at most four times the front-cache byte budget of text).
     static HELD: std::cell::RefCell<HeldTable<Py<PyAny>>> =
         const { std::cell::RefCell::new(HeldTable::new(HELD_SLOTS, FOLLOW_BUDGET)) };
+}
+
+thread_local! {
+    /// Whether this thread's Python thread state holds a [`HeldRelease`].
+    static RELEASE_ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Releases its thread's held table when the thread ends. It lives in the dict of the
+/// thread's Python state, which the interpreter clears as the thread ends, on that thread and
+/// with the GIL held: the texts are released then. The table's own thread-local destructor
+/// runs later, without the GIL, and could only queue them for whichever PyO3 call comes next
+/// (never, for a server that only counts through the fast path), so every finished thread
+/// kept up to its table's budget of text alive.
+#[pyclass(module = "windowfit._core", frozen)]
+struct HeldRelease;
+
+impl Drop for HeldRelease {
+    fn drop(&mut self) {
+        // The GIL is held (a Python object's deallocation); nothing else borrows the table then.
+        let _ = HELD.try_with(|h| h.try_borrow_mut().map(|mut h| h.clear()));
+        let _ = RELEASE_ARMED.try_with(|armed| armed.set(false));
+    }
+}
+
+/// Arms [`HeldRelease`] for the calling thread (once per thread).
+fn release_held_on_thread_exit(py: Python<'_>) {
+    if RELEASE_ARMED.with(std::cell::Cell::get) {
+        return;
+    }
+    // SAFETY: the GIL is held; the dict is borrowed from the current thread state.
+    let dict = unsafe { ffi::PyThreadState_GetDict() };
+    if dict.is_null() {
+        return; // no thread state dict (cannot happen with the GIL held): nothing armed
+    }
+    // SAFETY: a live dict owned by the thread state, borrowed for this call only.
+    let dict = unsafe { Bound::from_borrowed_ptr(py, dict) };
+    let armed = Py::new(py, HeldRelease).and_then(|r| dict.set_item(pyo3::intern!(py, "windowfit.held_release"), r));
+    if armed.is_ok() {
+        RELEASE_ARMED.with(|a| a.set(true));
+    }
 }
 
 /// `(entries, text bytes)` of the calling thread's held table of `str` objects.
@@ -465,11 +513,11 @@ impl PyEncoding {
         Ok((rebuild, (self.name.clone(),)))
     }
 
-    fn decode(&self, py: Python<'_>, ids: Vec<u32>) -> PyResult<String> {
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
         self.counter.get().decode(py, ids)
     }
 
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         self.counter.get().decode_bytes(py, ids)
     }
 
@@ -483,7 +531,12 @@ impl PyEncoding {
     }
 
     /// `count(text)` if it is at most `limit`, else None; stops reading once past `limit`.
-    fn count_until(&self, py: Python<'_>, text: &Bound<'_, PyAny>, limit: i64) -> PyResult<Option<usize>> {
+    fn count_until(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<usize>> {
         self.counter.get().count_until(py, text, limit)
     }
 

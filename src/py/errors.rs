@@ -16,6 +16,7 @@ pyo3::import_exception!(windowfit.errors, MessageTypeError);
 pyo3::import_exception!(windowfit.errors, VocabularyError);
 pyo3::import_exception!(windowfit.errors, UnknownEncodingError);
 pyo3::import_exception!(windowfit.errors, InvalidArgumentError);
+pyo3::import_exception!(windowfit.errors, ArgumentTypeError);
 pyo3::import_exception!(windowfit.errors, TokenizerFileNotFoundError);
 pyo3::import_exception!(windowfit.errors, InternalError);
 pyo3::import_exception!(windowfit.errors, ArgumentTypeError);

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 
 use super::count::PyCounter;
 use super::errors::guarded;
-use super::messages::{counted_messages, message_infos, read_messages};
+use super::messages::{counted_messages, message_infos, read_messages, recount};
 use crate::fit::{self, count_for_window, FitOptions, FitPlan, Problem, Unanswered};
 
 /// What the core chose: indices, stripped calls, tokens and the statistics of the plan.
@@ -25,6 +25,7 @@ pub struct PyFitOutcome {
     orphans_removed: usize,
     unanswered_removed: usize,
     calls_stripped: usize,
+    results_stripped: usize,
     stop_reason: &'static str,
     /// The first message after the latest user turn (0 without one).
     round_start: usize,
@@ -48,6 +49,7 @@ impl PyFitOutcome {
             orphans_removed: s.orphans_removed,
             unanswered_removed: s.unanswered_removed,
             calls_stripped: s.calls_stripped,
+            results_stripped: s.results_stripped,
             stop_reason: s.stop_reason.as_str(),
             round_start: plan.round_start,
             round_lost: plan.round_lost,
@@ -113,10 +115,7 @@ fn fit_indices(
     let full = rest.full;
     let plan = guarded("fit", || {
         py.detach(|| {
-            let recount = |i: usize, skip: &[String]| -> u64 {
-                let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
-                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
-            };
+            let recount = |i: usize, skip: &[String]| full.get(&i).map_or(0, |m| recount(&counter, m, skip));
             fit::fit(&infos, budget, &opts, &recount)
         })
         .map_err(PyErr::from)
@@ -138,10 +137,7 @@ fn repair_indices(
     let priming = counter.format().reply_priming as u64;
     let plan = guarded("repair", || {
         Ok(py.detach(|| {
-            let recount = |i: usize, skip: &[String]| -> u64 {
-                let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
-                full.get(&i).map_or(0, |m| counter.count_message_without(m, &skip) as u64)
-            };
+            let recount = |i: usize, skip: &[String]| full.get(&i).map_or(0, |m| recount(&counter, m, skip));
             fit::repair(&infos, mode(strip_unanswered), priming, &recount)
         }))
     })?;

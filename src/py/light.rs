@@ -259,11 +259,13 @@ pub unsafe fn read(
     }
     // Ids go inline into `Ids` (no allocation for the usual one short id).
     let mut call_ids = Ids::new();
+    let mut empty_calls = false;
     if let Some(calls) = f.tool_calls {
         if ffi::PyList_Check(calls) == 0 {
             return None;
         }
         let n = ffi::PyList_Size(calls);
+        empty_calls = n == 0;
         for j in 0..n {
             let call = ffi::PyList_GetItem(calls, j);
             if call.is_null() || !is_dict(call) {
@@ -298,5 +300,8 @@ pub unsafe fn read(
         None if role == Role::Tool => return None,
         None => {}
     }
-    Some((key.finish(), MessageInfo { role, tokens: 0, call_ids, result_ids, has_content }))
+    Some((
+        key.finish(),
+        MessageInfo { role, tokens: 0, call_ids, result_ids, has_content, own_content: false, empty_calls },
+    ))
 }

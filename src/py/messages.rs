@@ -39,32 +39,83 @@ fn str_field(index: usize, field: &str, v: &Bound<'_, PyAny>) -> PyResult<Text> 
     }
 }
 
-/// JSON text of a Python object, for Anthropic `tool_use.input` dicts.
-fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Text> {
+/// How deep content may nest (`tool_result` content holding parts, values inside a
+/// `tool_use.input` or an unknown part) before the reader refuses it. Real messages nest a
+/// few levels; the bound keeps the reader's recursion (and its stack) small on any thread,
+/// and turns a value that contains itself into an error instead of endless recursion.
+pub(crate) const MAX_NESTING: usize = 64;
+
+fn too_deep(index: usize, field: &str) -> PyErr {
+    message_error(
+        index,
+        field,
+        format!("nested more than {MAX_NESTING} levels deep (or a list or dict that contains itself)"),
+    )
+}
+
+/// Refuses a value nested deeper than [`MAX_NESTING`] (cycles included) before anything
+/// recursive (such as `json.dumps`) walks it.
+fn check_nesting(index: usize, field: &str, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<()> {
+    if depth > MAX_NESTING {
+        return Err(too_deep(index, field));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        for v in d.values() {
+            check_nesting(index, field, &v, depth + 1)?;
+        }
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        for v in l.iter() {
+            check_nesting(index, field, &v, depth + 1)?;
+        }
+    } else if let Ok(t) = obj.cast::<pyo3::types::PyTuple>() {
+        for v in t.iter() {
+            check_nesting(index, field, &v, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// JSON text of a Python object, for Anthropic `tool_use.input` dicts; a value JSON cannot
+/// hold (a set, an object) is an error naming the message and field.
+fn json_text(py: Python<'_>, index: usize, field: &str, obj: &Bound<'_, PyAny>) -> PyResult<Text> {
+    check_nesting(index, field, obj, 0)?;
     let dumps = py.import("json")?.getattr("dumps")?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("ensure_ascii", false)?;
     kwargs.set_item("separators", (",", ":"))?;
-    let s = dumps.call((obj,), Some(&kwargs))?;
+    let s = dumps.call((obj,), Some(&kwargs)).map_err(|e| {
+        let why = e.value(py).to_string();
+        if e.is_instance_of::<PyTypeError>(py) {
+            errors::MessageTypeError::new_err(format!("message {index}: {field}: expected a JSON value: {why}"))
+        } else {
+            message_error(index, field, format!("not a JSON value: {why}"))
+        }
+    })?;
     Ok(text_from_str(s.cast::<PyString>()?))
 }
 
 /// Every string inside an unknown part, so it is counted rather than silently ignored.
-fn collect_strings(obj: &Bound<'_, PyAny>, out: &mut Vec<Part<Text>>, depth: usize) -> PyResult<()> {
-    if depth > 32 {
-        return Ok(());
+fn collect_strings(
+    index: usize,
+    field: &str,
+    obj: &Bound<'_, PyAny>,
+    out: &mut Vec<Part<Text>>,
+    depth: usize,
+) -> PyResult<()> {
+    if depth > MAX_NESTING {
+        return Err(too_deep(index, field));
     }
     if let Ok(s) = obj.cast::<PyString>() {
         out.push(Part::Text(text_from_str(s)));
     } else if let Ok(d) = obj.cast::<PyDict>() {
         for (k, v) in d.iter() {
             if k.extract::<&str>().map(|k| k != "type").unwrap_or(true) {
-                collect_strings(&v, out, depth + 1)?;
+                collect_strings(index, field, &v, out, depth + 1)?;
             }
         }
     } else if let Ok(l) = obj.cast::<PyList>() {
         for v in l.iter() {
-            collect_strings(&v, out, depth + 1)?;
+            collect_strings(index, field, &v, out, depth + 1)?;
         }
     }
     Ok(())
@@ -89,13 +140,18 @@ fn image_size(index: usize, field: &str, d: &Bound<'_, PyDict>, key: &str) -> Py
     }
 }
 
+/// Reads one content part into `msg`; `depth` is how many `tool_result` contents enclose it.
 fn extract_part(
     py: Python<'_>,
     index: usize,
     field: &str,
     part: &Bound<'_, PyAny>,
     msg: &mut Message<Text>,
+    depth: usize,
 ) -> PyResult<()> {
+    if depth > MAX_NESTING {
+        return Err(too_deep(index, field));
+    }
     if let Ok(s) = part.cast::<PyString>() {
         msg.parts.push(Part::Text(text_from_str(s)));
         return Ok(());
@@ -153,7 +209,7 @@ fn extract_part(
                 .ok_or_else(|| message_error(index, &format!("{field}.name"), "missing"))?;
             let arguments = match get_opt(d, pyo3::intern!(d.py(), "input"))? {
                 Some(v) if v.is_instance_of::<PyString>() => str_field(index, &format!("{field}.input"), &v)?,
-                Some(v) => json_text(py, &v)?,
+                Some(v) => json_text(py, index, &format!("{field}.input"), &v)?,
                 None => Text::Owned("{}".into()),
             };
             msg.tool_calls.push(ToolCall {
@@ -166,6 +222,7 @@ fn extract_part(
             let id = get_opt(d, pyo3::intern!(d.py(), "tool_use_id"))?
                 .ok_or_else(|| message_error(index, &format!("{field}.tool_use_id"), "missing"))?;
             msg.result_ids.push(id_field(index, &format!("{field}.tool_use_id"), &id)?);
+            let first = msg.parts.len();
             match get_opt(d, pyo3::intern!(d.py(), "content"))? {
                 None => {}
                 Some(c) if c.is_instance_of::<PyString>() => {
@@ -176,13 +233,16 @@ fn extract_part(
                         .cast::<PyList>()
                         .map_err(|_| message_type_error(index, &format!("{field}.content"), "str or list", &c))?;
                     for (j, sub) in list.iter().enumerate() {
-                        extract_part(py, index, &format!("{field}.content[{j}]"), &sub, msg)?;
+                        extract_part(py, index, &format!("{field}.content[{j}]"), &sub, msg, depth + 1)?;
                     }
                 }
             }
+            // A nested block's range lies inside this one: only the outermost is recorded.
+            msg.result_parts.retain(|r| r.start < first);
+            msg.result_parts.push(first..msg.parts.len());
         }
         // Unknown part types: count every string in them rather than ignore them.
-        _ => collect_strings(d, &mut msg.parts, 0)?,
+        _ => collect_strings(index, field, d, &mut msg.parts, depth)?,
     }
     Ok(())
 }
@@ -217,7 +277,15 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
             format!("unknown role {:?}; expected one of {}", role.as_ref(), ROLES.join(", ")),
         ));
     }
-    let mut msg = Message { role, name: None, parts: Vec::new(), tool_calls: Vec::new(), result_ids: Vec::new() };
+    let mut msg = Message {
+        role,
+        name: None,
+        parts: Vec::new(),
+        tool_calls: Vec::new(),
+        result_ids: Vec::new(),
+        result_parts: Vec::new(),
+        empty_calls: false,
+    };
     if let Some(name) = get_opt(d, pyo3::intern!(d.py(), "name"))? {
         msg.name = Some(str_field(index, "name", &name)?);
     }
@@ -229,12 +297,13 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
                 .cast::<PyList>()
                 .map_err(|_| message_type_error(index, "content", "str, list of parts or None", &c))?;
             for (j, part) in list.iter().enumerate() {
-                extract_part(py, index, &format!("content[{j}]"), &part, &mut msg)?;
+                extract_part(py, index, &format!("content[{j}]"), &part, &mut msg, 0)?;
             }
         }
     }
     if let Some(calls) = get_opt(d, pyo3::intern!(d.py(), "tool_calls"))? {
         let list = calls.cast::<PyList>().map_err(|_| message_type_error(index, "tool_calls", "list", &calls))?;
+        msg.empty_calls = list.is_empty();
         for (j, call) in list.iter().enumerate() {
             let f = format!("tool_calls[{j}]");
             let cd = as_dict(&call)?.ok_or_else(|| message_type_error(index, &f, "dict", &call))?;
@@ -281,8 +350,27 @@ pub(crate) fn extract_message(py: Python<'_>, index: usize, obj: &Bound<'_, PyAn
     Ok(msg)
 }
 
-/// Full messages by index, kept for recounting tool-call messages when calls are stripped.
+/// Full messages by index, kept for recounting tool-call messages when calls are stripped,
+/// and messages carrying results beside text of their own (recounted without the results
+/// when those answer nothing).
 pub(crate) type FullMessages = HashMap<usize, Message<Text>>;
+
+/// Whether a fit may need `m` again to recount it (see [`FullMessages`]).
+fn keep_full(keep_calls: bool, m: &Message<Text>) -> bool {
+    (keep_calls && !m.tool_calls.is_empty()) || (!m.result_parts.is_empty() && m.without_results().has_content())
+}
+
+/// Tokens of full message `m` as a fit sends it without the entries `skip`: the call
+/// entries of a stripped call message, or all the results of a message kept for its own
+/// content.
+pub(crate) fn recount(counter: &Counter, m: &Message<Text>, skip: &[String]) -> u64 {
+    if m.result_ids.is_empty() {
+        let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+        counter.count_message_without(m, &skip) as u64
+    } else {
+        counter.count_message(&m.without_results()) as u64
+    }
+}
 
 /// The messages of a history still to count, read but not yet counted (a fit leaves most
 /// of a long history uncounted and re-reads it every turn, so extraction waits too), and
@@ -342,7 +430,7 @@ impl CountOnDemand for Uncounted<'_> {
         })?;
         for ((i, _, m), t) in now.into_iter().zip(counts) {
             infos[i].tokens = t.map_or(UNCOUNTED, |t| t as u64);
-            if self.keep_calls && !m.tool_calls.is_empty() {
+            if keep_full(self.keep_calls, &m) {
                 self.full.insert(i, m);
             }
         }
@@ -451,7 +539,7 @@ pub(crate) fn read_messages<'py>(
                 match counter.peek_message(key) {
                     Some(t) => {
                         infos.push(m.info(t as u64));
-                        if keep_calls && !m.tool_calls.is_empty() {
+                        if keep_full(keep_calls, &m) {
                             full.insert(i, m);
                         }
                     }

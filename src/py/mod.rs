@@ -3,6 +3,7 @@
 //! logic lives in the pure-Rust modules, where `cargo test` reaches it. Arguments arrive
 //! validated by the Python layer.
 
+mod args;
 mod count;
 mod errors;
 mod fast_count;

@@ -57,4 +57,9 @@ pub trait Backend: Send + Sync {
     fn count_piece(&self, piece: &str) -> usize {
         self.count(piece)
     }
+    /// Bytes of the longest token, when known: a piece of `n` bytes is then at least
+    /// `n / longest` tokens, a bound that spares encoding a huge piece a cut only enters.
+    fn longest_token(&self) -> Option<usize> {
+        None
+    }
 }

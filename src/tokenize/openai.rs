@@ -103,6 +103,10 @@ impl Backend for OpenAiEncoding {
     fn count_piece(&self, piece: &str) -> usize {
         self.engine.count_piece(piece)
     }
+
+    fn longest_token(&self) -> Option<usize> {
+        Some(self.engine.vocab.longest())
+    }
 }
 
 #[cfg(test)]

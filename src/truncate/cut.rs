@@ -130,6 +130,9 @@ impl Side {
                 return self.make_whole(ctx);
             };
             let trusted = if to == len { bounds.len() } else { bounds.len().saturating_sub(UNTRUSTED_WINDOW_PIECES) };
+            if trusted == 0 && self.bounded_giant(ctx, t, from, &bounds) {
+                return;
+            }
             for &(start, end) in &bounds[..trusted] {
                 let cnt = ctx.backend.count_piece(&text[start..end]);
                 self.spans.push(Span { start, end, before: self.walked_tokens, cnt });
@@ -140,6 +143,29 @@ impl Side {
                 }
             }
         }
+    }
+
+    /// Ends the head walk inside a piece too long for the room left: when the first piece of
+    /// the window (it starts at `from`, a true piece boundary, and runs at least as far in the
+    /// whole text, give or take a lookahead's char) is by its length alone more tokens than
+    /// are left to `t`, it is recorded as far as the window reaches, with that lower bound as
+    /// its count. The cut falls inside it and the result is re-counted exactly, so only the
+    /// part of the piece a cut can keep is ever split or encoded.
+    fn bounded_giant(&mut self, ctx: &Ctx<'_>, t: usize, from: usize, bounds: &[(usize, usize)]) -> bool {
+        let (Some(longest), Some(&(start, end))) = (ctx.backend.longest_token(), bounds.first()) else {
+            return false;
+        };
+        // 4: a lookahead (`\s+(?!\S)`) may end the true piece one char earlier.
+        let lower = (end - start).saturating_sub(4) / longest;
+        let left = t.saturating_sub(self.walked_tokens);
+        // Twice the room: growing the cut later (into room the marker left) stays inside.
+        if start != from || lower <= left.saturating_mul(2).saturating_add(16) {
+            return false;
+        }
+        self.spans.push(Span { start, end, before: self.walked_tokens, cnt: lower });
+        self.walked_end = end;
+        self.walked_tokens = self.walked_tokens.saturating_add(lower);
+        true
     }
 
     /// Walk pieces from the end while they fit `budget` tokens, plus the piece that crosses,

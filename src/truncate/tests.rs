@@ -46,11 +46,13 @@ impl Backend for Bpe {
     }
 }
 
-/// `count_until` as a piece-by-piece backend does it: stop once past the limit.
+/// `count_until` as a piece-by-piece backend does it: stop once past the limit, without
+/// counting a piece whose length alone passes it when the longest token is known.
 fn count_until_by_pieces(b: &dyn Backend, text: &str, limit: usize) -> Option<usize> {
     let mut n = 0usize;
     for piece in b.pieces(text)? {
-        n += b.count_piece(piece);
+        let at_least = b.longest_token().map_or(0, |l| piece.len() / l);
+        n += if n + at_least > limit { at_least } else { b.count_piece(piece) };
         if n > limit {
             return None;
         }
@@ -221,6 +223,9 @@ impl<B: Backend> Backend for Metered<B> {
     fn count_piece(&self, piece: &str) -> usize {
         self.counted.fetch_add(piece.len(), Ordering::Relaxed);
         self.inner.count_piece(piece)
+    }
+    fn longest_token(&self) -> Option<usize> {
+        self.inner.longest_token()
     }
     fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
         match self.inner.pieces("") {
@@ -1133,4 +1138,24 @@ fn char_bounds_index_the_input_by_character() {
     let chars: Vec<char> = text.chars().collect();
     assert_eq!(chars[..head].iter().collect::<String>(), text[..t.head_end]);
     assert_eq!(chars[tail..].iter().collect::<String>(), text[t.tail_start..]);
+}
+
+#[test]
+fn a_head_cut_inside_one_huge_piece_reads_only_what_it_keeps() {
+    // No break point in 4 MB (one letter; DNA; base64 of zeros): one pre-tokenizer piece, which
+    // the cut used to count and encode whole (seconds) to keep 2,000 tokens of it.
+    let reference = bpe_openai::o200k_base();
+    for unit in ["z", "ACGTTGCAAGTC", "AAAA"] {
+        let text = unit.repeat((4 << 20) / unit.len());
+        let b = metered(crate::tokenize::OpenAiEncoding::get("o200k_base").unwrap());
+        let limits = Limits { max_tokens: Some(2000), ..Default::default() };
+        let r = truncate(&b, &text, &limits, &TruncateOptions::default()).unwrap();
+        assert_eq!(r.tokens, reference.count(&r.text), "{unit}: exact");
+        assert!(r.tokens <= 2000 && r.truncated, "{unit}: {}", r.tokens);
+        // near-maximal: one more char of the head passes the budget (marker included)
+        let longer = format!("{}{}", &text[..r.head_end + 1], DEFAULT_MARKER);
+        assert!(reference.count(&longer) > 2000 - 4, "{unit}: {} tokens left unused", 2000 - r.tokens);
+        let read = b.counted.load(Ordering::Relaxed) + b.encoded.load(Ordering::Relaxed);
+        assert!(read < 2 << 20, "{unit}: {read} bytes counted or encoded for a 2,000-token head");
+    }
 }

@@ -292,11 +292,9 @@ class Counter(_core.Counter):
 
     def count_until(self, text: str, limit: int) -> int | None:
         """``count(text)`` if it is at most ``limit``, else None: a huge text is read only as
-        far as the limit, so asking whether it fits costs the limit, not the text."""
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise ArgumentTypeError(f"limit must be an int, got {type(limit).__name__}")
-        if limit < 0:
-            raise InvalidArgumentError(f"limit must be >= 0, got {limit}")
+        far as the limit, so asking whether it fits costs the limit, not the text.
+        ``limit`` is checked like every count (``windowfit._validate.count_arg``): an
+        integral float is accepted, a limit beyond any text means no limit."""
         return super().count_until(text, limit)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -385,51 +383,80 @@ _TS_TYPES = {
 }
 
 
-def _ts_type(schema: Mapping[str, Any], indent: str) -> str:
+#: how deep parameter schemas may nest before ``render_tools`` refuses them (real schemas nest
+#: a few levels; a schema containing itself would otherwise recurse without end)
+_MAX_SCHEMA_DEPTH = 64
+
+
+def _ts_type(schema: Any, indent: str, path: str, depth: int) -> str:
+    if depth > _MAX_SCHEMA_DEPTH:
+        raise InvalidArgumentError(
+            f"{path}: nested more than {_MAX_SCHEMA_DEPTH} levels deep (or contains itself)"
+        )
     if not isinstance(schema, Mapping):
         return "any"
     if "enum" in schema and isinstance(schema["enum"], list):
-        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"]) or "any"
+        values = (json.dumps(v, ensure_ascii=False, default=str) for v in schema["enum"])
+        return " | ".join(values) or "any"
     t = schema.get("type")
     if isinstance(t, list):
-        return " | ".join(_ts_type({**schema, "type": x}, indent) for x in t)
+        return " | ".join(_ts_type({**schema, "type": x}, indent, path, depth + 1) for x in t)
     if t == "array":
-        return f"{_ts_type(schema.get('items', {}), indent)}[]"
+        return f"{_ts_type(schema.get('items', {}), indent, f'{path}.items', depth + 1)}[]"
     if t == "object" or "properties" in schema:
-        return _ts_object(schema, indent + "  ")
+        return _ts_object(schema, indent + "  ", path, depth + 1)
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            return " | ".join(_ts_type(s, indent) for s in schema[key])
+            return " | ".join(
+                _ts_type(sub, indent, f"{path}.{key}[{k}]", depth + 1)
+                for k, sub in enumerate(schema[key])
+            )
     return _TS_TYPES.get(t, "any") if isinstance(t, str) else "any"
 
 
-def _ts_object(schema: Mapping[str, Any], indent: str) -> str:
+def _ts_object(schema: Mapping[str, Any], indent: str, path: str, depth: int) -> str:
     props = schema.get("properties") or {}
-    required = set(schema.get("required") or [])
+    if not isinstance(props, Mapping):
+        raise ArgumentTypeError(
+            f"{path}.properties must be a dict of parameter schemas, not {type(props).__name__}"
+        )
+    required = schema.get("required") or []
+    if not isinstance(required, (list, tuple)):
+        raise ArgumentTypeError(
+            f"{path}.required must be a list of parameter names, not {type(required).__name__}"
+        )
+    names = {r for r in required if isinstance(r, str)}
     lines = ["{"]
     for name, sub in props.items():
         if isinstance(sub, Mapping) and sub.get("description"):
             lines.append(f"{indent}// {sub['description']}")
-        opt = "" if name in required else "?"
-        lines.append(f"{indent}{name}{opt}: {_ts_type(sub, indent)},")
+        opt = "" if name in names else "?"
+        sub_type = _ts_type(sub, indent, f"{path}.properties.{name}", depth + 1)
+        lines.append(f"{indent}{name}{opt}: {sub_type},")
     lines.append(indent[:-2] + "}")
     return "\n".join(lines)
 
 
 def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
-    """The TypeScript-style namespace OpenAI builds from function tools."""
+    """The TypeScript-style namespace OpenAI builds from function tools.
+
+    A malformed schema raises ``ArgumentTypeError`` / ``InvalidArgumentError`` naming the
+    tool and the field (``tools[2].function.parameters.properties``)."""
     out = ["namespace functions {", ""]
     for i, tool in enumerate(tools):
         if not isinstance(tool, Mapping):
             raise ArgumentTypeError(f"tools[{i}] must be a dict, not {type(tool).__name__}")
         fn = tool.get("function", tool)
+        where = f"tools[{i}].function" if "function" in tool else f"tools[{i}]"
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             raise InvalidArgumentError(f"tools[{i}]: a tool needs function.name (str)")
         if fn.get("description"):
             out.append(f"// {fn['description']}")
-        params = fn.get("parameters") or fn.get("input_schema") or {}
+        key = "parameters" if fn.get("parameters") else "input_schema"
+        params = fn.get(key) or {}
         if isinstance(params, Mapping) and params.get("properties"):
-            out.append(f"type {fn['name']} = (_: {_ts_object(params, '  ')}) => any;")
+            shape = _ts_object(params, "  ", f"{where}.{key}", 0)
+            out.append(f"type {fn['name']} = (_: {shape}) => any;")
         else:
             out.append(f"type {fn['name']} = () => any;")
         out.append("")

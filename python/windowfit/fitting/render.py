@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from windowfit.counting import Counter, resolve_counter
@@ -93,42 +94,100 @@ def render_history(
     header = _header(summary) if summary else ""
     if header and c.count(header) > b:
         return truncate(header, b, counter=c).text  # the summary alone fills the budget
-    convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
-    lines: list[str] = [_line(m, tool_chars) for m in convo]
+    view = _View(b, c, header, tool_chars, keep_last_user, max_turns, max_messages)
+    # The window is at the end of the history: read only a suffix long enough to hold it
+    # (a rendered line costs at least a token), longer only when the window reached its start.
+    # The suffix starts on a user message, so the latest one (the pin) is always inside it.
+    span = 2 * b + 16
+    while True:
+        start = _suffix_start(msgs, span)
+        text, whole = _render_window(msgs[start:], view)
+        if whole or start == 0:
+            return text
+        span *= 4
 
-    def rendered(fit_budget: int) -> tuple[str, int, list[int]]:
+
+@dataclass(frozen=True)
+class _View:
+    """What one rendering asks for: the budget, the counter, the summary header and the
+    window's rules."""
+
+    budget: int
+    counter: Counter
+    header: str
+    tool_chars: int
+    keep_last_user: bool
+    max_turns: int | None
+    max_messages: int | None
+
+
+def _suffix_start(msgs: list[Any], span: int) -> int:
+    """The start of a suffix of at least ``span`` messages that begins on a plain user
+    message (a string from the user, answering no tool call): pairing never reaches across
+    one, so the suffix's tool rounds are the whole history's. 0 when there is none."""
+    i = len(msgs) - span
+    while i > 0:
+        m = msgs[i]
+        if (
+            isinstance(m, Mapping)
+            and m.get("role") == "user"
+            and isinstance(m.get("content"), str)
+            and m.get("tool_call_id") is None
+        ):
+            return i
+        i -= 1
+    return 0
+
+
+def _render_window(msgs: list[Any], view: _View) -> tuple[str, bool]:
+    """The rendering of ``msgs`` within the view's budget, and whether it would be the same
+    for any history ending with ``msgs`` (the window stopped on its budget, a cap or its pin,
+    not at the start of ``msgs``)."""
+    b, c, header = view.budget, view.counter, view.header
+    convo = [m for m in msgs if not (isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES)]
+    lines: dict[int, str] = {}
+
+    def line(i: int) -> str:
+        if i not in lines:
+            lines[i] = _line(convo[i], view.tool_chars)
+        return lines[i]
+
+    def rendered(fit_budget: int) -> tuple[str, int, list[int], bool]:
         try:
             r = fit(
                 convo,
                 fit_budget,
                 counter=c,
                 keep_system=False,
-                keep_last_user=keep_last_user,
-                max_turns=max_turns,
-                max_messages=max_messages,
+                keep_last_user=view.keep_last_user,
+                max_turns=view.max_turns,
+                max_messages=view.max_messages,
             )
         except BudgetError:  # below the pins (or the reply priming): nothing fits
-            return header, c.count(header), []
-        text = "\n".join(
-            [header, *(lines[i] for i in r.kept)] if header else [lines[i] for i in r.kept]
-        )
-        return text, c.count(text), r.kept
+            return header, c.count(header), [], True
+        stopped = r.stats["stop_reason"] in ("budget", "max_messages", "max_turns")
+        kept_lines = [line(i) for i in r.kept]
+        text = "\n".join([header, *kept_lines] if header else kept_lines)
+        return text, c.count(text), r.kept, stopped
 
     # fit's window only grows with its budget, so the largest fit budget whose rendering
-    # stays within ``budget`` is found by bisection.
-    best, best_kept = header, []
+    # stays within ``b`` is found by bisection; the window one token larger shows whether the
+    # history before ``msgs`` could have mattered.
+    best: str = header
+    best_kept: list[int] = []
     lo, hi = 0, (c.count_messages(convo) if convo else 0)
     while lo <= hi:
         mid = (lo + hi) // 2
-        text, tokens, kept = rendered(mid)
+        text, tokens, kept, _ = rendered(mid)
         if tokens <= b:
             best, best_kept, lo = text, kept, mid + 1
         else:
             hi = mid - 1
-    task = _last_user(convo) if keep_last_user else None
+    _, tokens, _, stopped = rendered(lo)
+    task = _last_user(convo) if view.keep_last_user else None
     if task is not None and task not in best_kept:
-        return _with_cut_line(header, lines[task], b, c)
-    return best
+        return _with_cut_line(header, line(task), b, c), True
+    return best, stopped and tokens > b
 
 
 def _last_user(convo: list[Any]) -> int | None:

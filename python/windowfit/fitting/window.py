@@ -150,25 +150,34 @@ def _pins(pinned: Iterable[int], n: int) -> list[int]:
     return out
 
 
-def _stripped(message: Any, call_ids: Sequence[str]) -> Any:
-    """A copy of ``message`` without the tool calls in ``call_ids`` (OpenAI or Anthropic)."""
-    drop = set(call_ids)
+def _stripped(message: Any, ids: Sequence[str]) -> Any:
+    """A copy of ``message`` without the entries the core named: the tool calls in ``ids``
+    (OpenAI or Anthropic) of a call message, or the tool results in ``ids`` of a message kept
+    for its own text; an emptied (or empty) ``tool_calls`` list is left out."""
+    drop = set(ids)
     copy = dict(plain_message(message))
-    if copy.get("tool_calls"):
-        calls = [c for c in copy["tool_calls"] if plain_message(c).get("id") not in drop]
+    if "tool_calls" in copy:
+        calls = [c for c in copy["tool_calls"] or () if plain_message(c).get("id") not in drop]
         if calls:
             copy["tool_calls"] = calls
         else:
             copy.pop("tool_calls")
+    if copy.get("tool_call_id") in drop:
+        copy.pop("tool_call_id")
     if isinstance(copy.get("content"), list):
-        copy["content"] = [p for p in copy["content"] if not _is_call_in(p, drop)]
+        copy["content"] = [p for p in copy["content"] if not _names(p, drop)]
     return copy
 
 
-def _is_call_in(part: Any, ids: set[str]) -> bool:
-    """Whether content ``part`` is an Anthropic ``tool_use`` block with an id in ``ids``."""
+def _names(part: Any, ids: set[str]) -> bool:
+    """The content part is a ``tool_use`` or ``tool_result`` block of one of ``ids``."""
     p = plain_message(part)
-    return isinstance(p, Mapping) and p.get("type") == "tool_use" and p.get("id") in ids
+    if not isinstance(p, Mapping):
+        return False
+    kind = p.get("type")
+    if kind == "tool_use":
+        return p.get("id") in ids
+    return kind == "tool_result" and p.get("tool_use_id") in ids
 
 
 def _empty(budget: int | None) -> FitResult:
@@ -182,6 +191,7 @@ def _empty(budget: int | None) -> FitResult:
         "orphans_removed": 0,
         "unanswered_removed": 0,
         "calls_stripped": 0,
+        "results_stripped": 0,
         "stop_reason": "all_fit",
         "results_truncated": 0,
         "round_dropped": 0,
@@ -200,6 +210,7 @@ _STATS = (
     "orphans_removed",
     "unanswered_removed",
     "calls_stripped",
+    "results_stripped",
     "stop_reason",
 )
 
@@ -351,36 +362,90 @@ def _shrink_round(
 ) -> tuple[list[Any], int] | None:
     """``messages`` with the round's text tool results cut to share what the pins leave.
 
-    The cap is water-filled: results under it stay whole, the larger ones get the cap each.
-    None when nothing can be cut or the round's other tokens alone do not fit.
+    Tool results are the text of ``role: "tool"`` messages and of Anthropic ``tool_result``
+    blocks (their ``content`` string, or each text part of it). The cap is water-filled:
+    results under it stay whole, the larger ones get the cap each. None when nothing can be
+    cut or the round's other tokens alone do not fit.
     """
     rest = [i for i in range(start, len(messages)) if i not in pinned]
-    results = [
-        i
-        for i in rest
-        if isinstance(messages[i], Mapping)
-        and messages[i].get("role") == "tool"
-        and isinstance(messages[i].get("content"), str)
-    ]
-    if not results:
+    places = {i: found for i in rest if (found := _result_texts(messages[i]))}
+    if not places:
         return None
-    full = counter.count_each_message([messages[i] for i in rest])
     bare = counter.count_each_message(
-        [dict(messages[i], content="") if i in results else messages[i] for i in rest]
+        [
+            _with_texts(messages[i], dict.fromkeys(places[i], "")) if i in places else messages[i]
+            for i in rest
+        ]
     )
     room = budget - pins_tokens - counter.reply_priming - sum(bare)
-    sizes = {i: f - e for i, f, e in zip(rest, full, bare) if i in results}
+    # a text's tokens are its own: a message's parts are counted one by one
+    sizes = {
+        (i, where): counter.count(text)
+        for i, found in places.items()
+        for where, text in found.items()
+    }
     cap = _water_level(sorted(sizes.values()), room)
     if cap is None:
         return None
-    history = list(messages)
-    cut = 0
-    for i, size in sizes.items():
+    cuts: dict[int, dict[tuple[int, ...], str]] = {}
+    for (i, where), size in sizes.items():
         if size > cap:
-            text = truncate(messages[i]["content"], cap, counter=counter, direction="head_tail")
-            history[i] = dict(messages[i], content=text.text)
-            cut += 1
-    return (history, cut) if cut else None
+            text = places[i][where]
+            cut = truncate(text, cap, counter=counter, direction="head_tail").text
+            cuts.setdefault(i, {})[where] = cut
+    if not cuts:
+        return None
+    history = list(messages)
+    for i, texts in cuts.items():
+        history[i] = _with_texts(messages[i], texts)
+    return history, sum(map(len, cuts.values()))
+
+
+def _result_texts(message: Any) -> dict[tuple[int, ...], str]:
+    """The tool-result texts of a message by place: ``()`` for a tool message's content,
+    ``(k,)`` for block ``k``'s string content, ``(k, j)`` for text part ``j`` of its list."""
+    if not isinstance(message, Mapping):
+        return {}
+    content = message.get("content")
+    if message.get("role") == "tool":
+        return {(): content} if isinstance(content, str) else {}
+    found: dict[tuple[int, ...], str] = {}
+    if not isinstance(content, list):
+        return found
+    for k, block in enumerate(content):
+        if not (isinstance(block, Mapping) and block.get("type") == "tool_result"):
+            continue
+        inner = block.get("content")
+        if isinstance(inner, str):
+            found[(k,)] = inner
+        elif isinstance(inner, list):
+            for j, part in enumerate(inner):
+                if isinstance(part, Mapping) and part.get("type") == "text":
+                    if isinstance(part.get("text"), str):
+                        found[(k, j)] = part["text"]
+    return found
+
+
+def _with_texts(message: Mapping[str, Any], texts: Mapping[tuple[int, ...], str]) -> Any:
+    """A copy of ``message`` with the result texts at the places of ``_result_texts``
+    replaced (the caller's message and its blocks are left as they are)."""
+    copy = dict(message)
+    if () in texts:
+        copy["content"] = texts[()]
+        return copy
+    content = list(copy["content"])
+    for place, text in texts.items():
+        k = place[0]
+        block = dict(content[k])
+        if len(place) == 1:
+            block["content"] = text
+        else:
+            inner = list(block["content"])
+            inner[place[1]] = dict(inner[place[1]], text=text)
+            block["content"] = inner
+        content[k] = block
+    copy["content"] = content
+    return copy
 
 
 def _water_level(sizes: list[int], room: int) -> int | None:

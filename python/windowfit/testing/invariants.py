@@ -31,7 +31,9 @@ __all__ = [
     "priming",
     "request_problems",
     "result_ids",
+    "own_content",
     "strip_calls",
+    "strip_results",
 ]
 
 Msg = Mapping[str, Any]
@@ -110,11 +112,32 @@ def is_user_turn(m: Msg) -> bool:
     return m.get("role") == "user" and not result_ids(m)
 
 
+def _is_result_block(p: Any) -> bool:
+    return isinstance(p, dict) and p.get("type") == "tool_result"
+
+
+def own_content(m: Msg) -> bool:
+    """The message carries ``tool_result`` blocks and says something besides them (a user's
+    new text): if those results answer nothing, this is what is still sent."""
+    parts = _content_list(m)
+    if m.get("role") in ("tool", "function") or not any(_is_result_block(p) for p in parts):
+        return False
+    return has_content({"content": [p for p in parts if not _is_result_block(p)]})
+
+
+def strip_results(m: Msg) -> dict[str, Any]:
+    """``m`` without its tool results: what a message kept for its own content must look like."""
+    out = {k: v for k, v in m.items() if k != "tool_call_id"}
+    out["content"] = [p for p in _content_list(m) if not _is_result_block(p)]
+    return out
+
+
 def strip_calls(m: Msg, ids: Sequence[str]) -> dict[str, Any]:
-    """``m`` without the call entries in ``ids``: what a stripped message must look like."""
+    """``m`` without the call entries in ``ids``: what a stripped message must look like
+    (an empty ``tool_calls`` list is left out too)."""
     out = dict(m)
-    if m.get("tool_calls"):
-        keep = [c for c in m["tool_calls"] if c["id"] not in ids]
+    if "tool_calls" in m:
+        keep = [c for c in m["tool_calls"] or () if c["id"] not in ids]
         if keep:
             out["tool_calls"] = keep
         else:
@@ -155,11 +178,11 @@ def request_problems(msgs: Sequence[Msg]) -> list[str]:
         if open_ids:
             problems.append(f"{owner}: calls {sorted(open_ids)} unanswered before message {k}")
         open_ids = None
+        if "tool_calls" in m and not m["tool_calls"]:
+            problems.append(f"{k}: empty tool_calls list")
         if cs:
             if len(set(cs)) != len(cs):
                 problems.append(f"{k}: duplicate call ids {cs}")
-            if "tool_calls" in m and not m["tool_calls"]:
-                problems.append(f"{k}: empty tool_calls list")
             open_ids, owner = set(cs), k
     if open_ids:
         problems.append(f"{owner}: calls {sorted(open_ids)} unanswered at the end")
@@ -177,6 +200,9 @@ class Analysis:
     units: list[list[int]]  # message indices of each unit, head first; units in order
     unit_of: list[int | None]
     strips: dict[int, list[str]] = field(default_factory=dict)  # head -> unanswered ids removed
+    # the messages as paired: those whose results answer nothing but which say something of
+    # their own are here without their results (sent so, a plain message)
+    paired: list[Msg] = field(default_factory=list)
 
     def valid(self, i: int) -> bool:
         return self.verdict[i] == "ok"
@@ -184,7 +210,25 @@ class Analysis:
 
 def analyze(msgs: Sequence[Msg], unanswered: str = "drop") -> Analysis:
     """Split a history into units (a message, or a call message with all its results) and mark
-    orphan results and unanswered calls, re-derived message by message."""
+    orphan results and unanswered calls, re-derived message by message. A result message that
+    cannot be sent but has content of its own loses its results and pairs again as the plain
+    message it then is, until nothing changes."""
+    paired = list(msgs)
+    while True:
+        a = _pairing(paired, unanswered)
+        lost = [
+            i
+            for i, m in enumerate(paired)
+            if not a.valid(i) and own_content(m) and not call_ids(m) and result_ids(m)
+        ]
+        if not lost:
+            a.paired = paired
+            return a
+        for i in lost:
+            paired[i] = strip_results(paired[i])
+
+
+def _pairing(msgs: Sequence[Msg], unanswered: str) -> Analysis:
     n = len(msgs)
     calls = [call_ids(m) for m in msgs]
     answers = [result_ids(m) for m in msgs]
@@ -233,7 +277,10 @@ def analyze(msgs: Sequence[Msg], unanswered: str = "drop") -> Analysis:
 
 
 def _sent(msgs: Sequence[Msg], a: Analysis, i: int) -> Msg:
-    return strip_calls(msgs[i], a.strips[i]) if i in a.strips else msgs[i]
+    m = a.paired[i] if a.paired else msgs[i]
+    if i in a.strips or ("tool_calls" in m and not m["tool_calls"]):
+        return strip_calls(m, a.strips.get(i, []))
+    return m
 
 
 def priming(counter: Any) -> int:
@@ -261,7 +308,7 @@ def _pinned_units(
     if keep_system:
         units |= {u for i in range(n) if is_system(msgs[i]) and (u := a.unit_of[i]) is not None}
     if keep_last_user:
-        users = [u for u, members in enumerate(a.units) if is_user_turn(msgs[members[0]])]
+        users = [u for u, members in enumerate(a.units) if is_user_turn(a.paired[members[0]])]
         if users:
             units.add(users[-1])
     return units
@@ -292,15 +339,36 @@ def pins_tokens(
 
 
 def _cut_result_of(window_msg: Any, original: Any) -> bool:
-    """``window_msg`` is ``original`` (a tool result) with only its text content cut."""
+    """``window_msg`` is ``original`` with only the text of its tool results cut: a tool
+    message's content, or Anthropic ``tool_result`` blocks' content (string or text parts)."""
     if not (isinstance(window_msg, Mapping) and isinstance(original, Mapping)):
         return False
-    if original.get("role") != "tool" or window_msg.keys() != original.keys():
+    if window_msg == original:
         return False
-    cut, whole = window_msg.get("content"), original.get("content")
-    if not (isinstance(cut, str) and isinstance(whole, str)) or cut == whole:
-        return False
-    return all(window_msg[k] == original[k] for k in original if k != "content")
+    return _blank_results(window_msg) == _blank_results(original)
+
+
+def _blank_results(m: Mapping[str, Any]) -> Any:
+    """``m`` with the texts of its tool results emptied."""
+    out = dict(m)
+    content = m.get("content")
+    if m.get("role") == "tool":
+        return {**out, "content": ""} if isinstance(content, str) else out
+    if not isinstance(content, list):
+        return out
+    blocks: list[Any] = []
+    for p in content:
+        if _is_result_block(p) and isinstance(p.get("content"), str):
+            p = {**p, "content": ""}
+        elif _is_result_block(p) and isinstance(p.get("content"), list):
+            inner = [
+                {**q, "text": ""} if isinstance(q, dict) and q.get("type") == "text" else q
+                for q in p["content"]
+            ]
+            p = {**p, "content": inner}
+        blocks.append(p)
+    out["content"] = blocks
+    return out
 
 
 def _kept_indices(msgs: Sequence[Msg], a: Analysis, window: Sequence[Any]) -> list[int]:
@@ -421,7 +489,7 @@ def check_window(
         u = a.unit_of[i]
         return u is not None and u in pins
 
-    users = [i for i in range(n) if is_user_turn(msgs[i]) and a.valid(i)]
+    users = [i for i in range(n) if is_user_turn(a.paired[i]) and a.valid(i)]
     latest_user = users[-1] if users else None
     w = next((i for i in kept if not pinned_msg(i)), n)
     for i in range(w, n):

@@ -209,7 +209,11 @@ def histories(
             out.append(_with_name({"role": kind, "content": draw(contents)}, draw(_names)))
         elif kind == "empty":
             role = draw(st.sampled_from(["assistant", "user"]))
-            out.append({"role": role, "content": draw(st.sampled_from(["", None, []]))})
+            empty: Msg = {"role": role, "content": draw(st.sampled_from(["", None, []]))}
+            if role == "assistant" and draw(st.integers(0, 3)) == 0:
+                # an empty call list (which providers reject) beside some text
+                empty = {"role": role, "content": draw(t), "tool_calls": []}
+            out.append(empty)
         elif kind == "huge":
             roles = ["user", "assistant"] + (["system"] if system_mid else [])
             out.append({"role": draw(st.sampled_from(roles)), "content": draw(huge_t)})
@@ -217,7 +221,11 @@ def histories(
             ghost = new_id("ghost")
             if anthropic and draw(st.booleans()):
                 block = {"type": "tool_result", "tool_use_id": ghost, "content": draw(t)}
-                out.append({"role": "user", "content": [block]})
+                blocks: list[Any] = [block]
+                if draw(st.booleans()):
+                    # the user's new words after the orphan result: they must be kept
+                    blocks.append({"type": "text", "text": draw(t)})
+                out.append({"role": "user", "content": blocks})
             else:
                 out.append({"role": "tool", "tool_call_id": ghost, "content": draw(t)})
         else:

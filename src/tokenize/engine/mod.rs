@@ -183,10 +183,14 @@ impl Engine {
     /// The count of `text` if it is at most `limit`, else `None`, having read only as far
     /// as the piece that passed the limit.
     pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        let longest = self.vocab.longest();
         self.with_cache(|cache| {
-            let mut n = 0;
+            let mut n = 0usize;
             self.pieces(text).for_each_bytes(|p| {
-                n += self.count_piece_with(cache, p);
+                // A piece past the limit by its length alone is not encoded (a megabyte of
+                // one letter, DNA, base64 of zeros: one piece, seconds of merging).
+                let at_least = n.saturating_add(p.len() / longest);
+                n = if at_least > limit { at_least } else { n + self.count_piece_with(cache, p) };
                 n <= limit
             });
             (n <= limit).then_some(n)
@@ -259,6 +263,20 @@ mod tests {
             }
         }
         pieces::set_entries(pieces::DEFAULT_ENTRIES);
+    }
+
+    #[test]
+    fn count_until_refuses_a_huge_piece_by_its_length_and_agrees_with_count() {
+        for name in ["cl100k_base", "o200k_base"] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            for unit in ["z", "ACGT", "word "] {
+                let text = unit.repeat(100_000 / unit.len());
+                let n = enc.count(&text);
+                assert_eq!(enc.count_until(&text, n), Some(n), "{name} {unit:?}");
+                assert_eq!(enc.count_until(&text, n - 1), None, "{name} {unit:?}");
+                assert_eq!(enc.count_until(&text, 10), None, "{name} {unit:?}");
+            }
+        }
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Vocab {
     /// Backtracking encoder for giant pieces (see [`super::bpe::GIANT_PIECE`]), built on the
     /// first one.
     giant: OnceLock<BytePairEncoding>,
+    /// Bytes of the longest token: a piece of `n` bytes is at least `n / longest` tokens.
+    longest: usize,
 }
 
 /// A missing rank in [`Vocab::pairs`] (ranks are far below it).
@@ -87,7 +89,13 @@ impl Vocab {
                 long.insert(t, rank as u32);
             }
         }
-        Self { tokens, short, long, pairs, giant: OnceLock::new() }
+        let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
+        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest }
+    }
+
+    /// Bytes of the longest token.
+    pub fn longest(&self) -> usize {
+        self.longest
     }
 
     /// The number of tokens (ranks run from 0 to one less).
