@@ -19,7 +19,6 @@ pyo3::import_exception!(windowfit.errors, InvalidArgumentError);
 pyo3::import_exception!(windowfit.errors, ArgumentTypeError);
 pyo3::import_exception!(windowfit.errors, TokenizerFileNotFoundError);
 pyo3::import_exception!(windowfit.errors, InternalError);
-pyo3::import_exception!(windowfit.errors, ArgumentTypeError);
 pyo3::import_exception!(windowfit.errors, DisallowedSpecialTokenError);
 
 impl From<Error> for PyErr {
