@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo demo-build test test-rust test-python dev release bench bench-counting bench-store eval services lint lint-rust lint-python clean
+.PHONY: demo demo-build test test-rust test-python dev release bench bench-counting bench-store eval profile services lint lint-rust lint-python clean
 
 # the shared real agent runs, next to the repository (or to its worktree)
 AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
@@ -46,8 +46,8 @@ lint-rust: $(VENV)/.deps
 ## import the manager, the store never imports the session), mypy, and stubtest of the compiled
 ## _core against _core.pyi
 lint-python: dev
-	$(VENV)/bin/ruff check python tests benches tools
-	$(VENV)/bin/ruff format --check python tests benches tools
+	$(VENV)/bin/ruff check python tests benches tools examples
+	$(VENV)/bin/ruff format --check python tests benches tools examples
 	$(PY) tools/check_layout.py
 	$(VENV)/bin/mypy python/windowfit
 	$(VENV)/bin/python -m mypy.stubtest windowfit._core
@@ -114,25 +114,34 @@ services:
 	@-service redis-server stop >/dev/null 2>&1 || true
 	@-service postgresql stop >/dev/null 2>&1 || true
 
-## bench: release build, then the pytest-benchmark suites side by side with the peers
+## bench: release build, then the pytest-benchmark suites (benches/suites) side by side with the peers
 bench: release services
-	$(PY) -m pytest -q -p no:cacheprovider benches --benchmark-only --benchmark-columns=min,median,mean,rounds
+	$(PY) -m pytest -q -p no:cacheprovider -o python_files='bench_*.py' benches/suites \
+	  --benchmark-only --benchmark-columns=min,median,mean,rounds
 
 ## eval: context quality — the manager against a plain window on generated dialogs and the
 ## real agent runs (shared/data/agent-sessions, skipped when absent); table + target/eval_context.png
 EVAL_ARGS ?= --dialogs 20 --seed 100 --runs 60
 eval: dev
 	$(PY) -m pip install -q 'matplotlib>=3.7'
-	$(PY) benches/eval_context.py $(EVAL_ARGS) --plot target/eval_context.png
+	$(PY) benches/eval/eval_context.py $(EVAL_ARGS) --plot target/eval_context.png
+	$(PY) benches/eval/eval_recall.py
 
 ## bench-store: the stores under load (worker processes x shared sessions), SQLite, Redis,
 ## Redis Cluster and PostgreSQL side by side; checks nothing was lost or duplicated
 bench-store: dev services
-	PYTHONPATH=python $(PY) benches/bench_store_load.py $(BENCH_STORE_ARGS)
+	PYTHONPATH=python $(PY) benches/suites/bench_store_load.py $(BENCH_STORE_ARGS)
 
-## bench-counting: release build, then the counting engine against tiktoken, quicktok-v1, toktok-rs and gigatoken
+## bench-counting: release build, then the counting engine against every exact peer in its
+## fastest mode (benches/reports/report_field.py: fresh processes, first pass and steady state)
 bench-counting: release
-	$(PY) benches/report_engine.py
+	$(PY) benches/reports/report_field.py --runs 3 --threads 1 2
+
+## profile: instructions per call of each workload under callgrind (benches/profile), this
+## tree against the commit given as BEFORE
+BEFORE ?= deef124
+profile: dev
+	$(PY) benches/profile/callgrind_workload.py --table --before $(BEFORE) --after HEAD
 
 clean:
 	rm -rf target $(VENV) .pytest_cache .hypothesis

@@ -1,4 +1,4 @@
-"""The context-quality harness (benches/eval_context.py) and its dialog generator."""
+"""The context-quality harness (benches/eval/eval_context.py) and its dialog generator."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import windowfit as wf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches" / "eval"))
 import eval_context as ev  # noqa: E402
 from dialogs import answer_words, generate_dialog  # noqa: E402
 

@@ -6,7 +6,7 @@
 //! The constants were fitted (quantile regression at the 85th percentile, so estimates lean
 //! high: undercounting is what overflows a window) against max(cl100k_base, o200k_base) on
 //! the mixed English / Chinese / multilingual / code / JSON / log corpus of
-//! `tests/_corpus.py`; `tests/test_heuristic.py` mirrors this file in Python, measures the
+//! `tests/_corpus.py`; `tests/counting/test_heuristic.py` mirrors this file in Python, measures the
 //! error per category (numbers in `benches/RESULTS.md`) and refits with `--fit`.
 //! Keep the two in step: the test checks that they agree on every corpus text.
 

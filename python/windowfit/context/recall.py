@@ -40,7 +40,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: The most of the prompt budget a recalled block may take. Measured with
-#: benches/eval_recall.py on held-out dialogs (seeds 10-13, 8k window): 0.15 / 0.3 / 0.45 give
+#: benches/eval/eval_recall.py on held-out dialogs (seeds 10-13, 8k window): 0.15 / 0.3 / 0.45 give
 #: per-question recall 0.988 / 0.994 / 0.994 and prefix share 0.884 / 0.868 / 0.865; above
 #: 0.15 the block mostly trades cache hits for little, so the smaller share is the default.
 DEFAULT_RECALL_RATIO = 0.15

@@ -1,0 +1,405 @@
+"""windowfit's counting against every fast exact counter, each in its fastest exact mode and
+in fresh processes (markdown out, ``--json`` for the raw numbers).
+
+    .venv/bin/python benches/reports/report_field.py                        # full run (release build)
+    .venv/bin/python benches/reports/report_field.py --quick                # tiny corpora: checks the script
+    .venv/bin/python benches/reports/report_field.py --threads 1 2 4 8 16   # thread scaling of batches
+    .venv/bin/python benches/reports/report_field.py --json field.json
+
+Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, not fatal):
+  * windowfit as users get it: ``wf.Counter(encoding=...)``, the default counter and its
+    caches; ``count(t)`` per text, ``count_many(ts)`` per batch;
+  * gigatoken: ``Tokenizer.from_tiktoken(path)``, ``len(tok.encode(t))``, and batches by
+    ``awkward.num(tok.encode_batch(ts), axis=1)``. Its ``encode`` treats special-token text
+    (``<|endoftext|>``) as the special token, where windowfit, tiktoken ``encode_ordinary``
+    and the other peers here count it as plain text: the corpora hold none, so counts agree;
+  * fastokens: ``Tokenizer.from_tiktoken(path, encoding=...)``, ``encode_ordinary`` per text,
+    ``encode_batch_flat`` per batch (its batch treats special-token text as special, too);
+  * splintr-rs: ``Tokenizer.from_pretrained(name)``, ``encode_ordinary``, ``encode_batch_flat``;
+  * toktok-rs: per-text ``count`` where the installed version has it, else
+    ``batch_count([t], threads=1)``; batches by ``batch_count``;
+  * quicktok-v1: ``count``, ``count_batch``; tiktoken ``encode_ordinary`` (the reference).
+
+Corpora (built from installed packages, nothing downloaded): English dialog and
+multilingual dialog (``chatterbot-corpus`` conversations, short texts) and source code (the
+standard library's ``.py`` files, one text per file).
+
+Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
+  * exactness first: a fresh process counts the corpus and compares every count with tiktoken
+    ``encode_ordinary``; an inexact contender is reported and not timed;
+  * then ``--runs`` fresh processes per contender and mode. Each process loads its tokenizer
+    (counted on one word), then makes five passes over the corpus. Every pass is a new text
+    for every text (a short pass-numbered line in front), so no whole-text cache answers, but
+    from the second pass on the words are ones the process has seen. "first" is pass 1 (the
+    best of the processes); "steady" is the mean pass of passes 3-5 (the median process);
+  * single: one text per call on one thread; batch: one call for the whole pass, all cores
+    (``--threads`` repeats batches with ``RAYON_NUM_THREADS`` and the peers' own thread
+    arguments at each count); warm: the same texts again and again (windowfit's text cache
+    answers), against tiktoken.
+Ratios compare windowfit with the fastest exact peer of the same cell (> 1: windowfit faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
+
+ENCODINGS = ("cl100k_base", "o200k_base")
+PASSES = 5
+STEADY = slice(2, 5)  # passes 3-5
+PEERS = ("gigatoken", "fastokens", "splintr-rs", "toktok-rs", "quicktok-v1", "tiktoken")
+
+# --------------------------------------------------------------------------- corpora
+
+
+def _conversations(english: bool) -> list[str]:
+    import chatterbot_corpus
+    import yaml
+
+    root = Path(chatterbot_corpus.__file__).parent / "data"
+    texts = []
+    for path in sorted(root.glob("*/*.yml")):
+        if (path.parent.name == "english") != english:
+            continue
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for conv in data.get("conversations") or []:
+            texts.append("\n".join(str(line) for line in conv))
+    return texts
+
+
+def code(limit: int = 2_000_000) -> list[str]:
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    texts, size = [], 0
+    for path in sorted(lib.glob("*.py")) + sorted(lib.glob("*/*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        texts.append(text)
+        size += len(text.encode())
+        if size >= limit:
+            break
+    return texts
+
+
+CORPORA: dict[str, Callable[[], list[str]]] = {
+    "English dialog": lambda: _conversations(True),
+    "multilingual dialog": lambda: _conversations(False),
+    "source code": code,
+}
+
+
+def cut(texts: list[str], quick: bool) -> list[str]:
+    """``--quick``: the first 40 texts, each at most 4 KB (whole characters)."""
+    return [t[:4000] for t in texts[:40]] if quick else texts
+
+
+def passes(texts: list[str]) -> list[list[str]]:
+    """Five new versions of the corpus: each text behind a line naming its pass."""
+    return [[f"# pass {k}\n{t}" for t in texts] for k in range(PASSES)]
+
+
+# --------------------------------------------------------------------------- contenders
+
+
+def reference(name: str) -> Any:
+    from _corpus import tiktoken_cl100k, tiktoken_o200k
+
+    return tiktoken_cl100k() if name == "cl100k_base" else tiktoken_o200k()
+
+
+def tiktoken_file(name: str, folder: Path) -> Path:
+    """The encoding's ranks as a .tiktoken file, for the peers that load one."""
+    path = folder / f"{name}.tiktoken"
+    if not path.exists():
+        ranks = sorted(reference(name)._mergeable_ranks.items(), key=lambda kv: kv[1])
+        path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks))
+    return path
+
+
+def _flat_counts(out: tuple[bytes, bytes]) -> list[int]:
+    import numpy as np
+
+    return np.diff(np.frombuffer(out[1], np.uint64)).tolist()
+
+
+def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Callable[..., Any]]:
+    """``single(text) -> count`` and ``batch(texts) -> counts`` of one contender, loaded.
+    ``threads`` (0: all cores) goes to the peers that take a thread count."""
+    if who == "windowfit":
+        import windowfit as wf
+
+        counter = wf.Counter(encoding=name)
+        return {"single": counter.count, "batch": counter.count_many}
+    if who == "tiktoken":
+        ref = reference(name)
+        n = threads or os.cpu_count() or 1
+        return {
+            "single": lambda t: len(ref.encode_ordinary(t)),
+            "batch": lambda ts: [len(x) for x in ref.encode_ordinary_batch(ts, num_threads=n)],
+        }
+    if who == "gigatoken":
+        import awkward
+        import gigatoken
+
+        gt = gigatoken.Tokenizer.from_tiktoken(str(tiktoken_file(name, folder)))
+        return {
+            "single": lambda t: len(gt.encode(t)),
+            "batch": lambda ts: awkward.num(gt.encode_batch(ts), axis=1).tolist(),
+        }
+    if who == "fastokens":
+        import fastokens
+
+        ft = fastokens.Tokenizer.from_tiktoken(str(tiktoken_file(name, folder)), encoding=name)
+        return {
+            "single": lambda t: len(ft.encode_ordinary(t)),
+            "batch": lambda ts: _flat_counts(ft.encode_batch_flat(ts)),
+        }
+    if who == "splintr-rs":
+        import splintr
+
+        sp = splintr.Tokenizer.from_pretrained(name)
+        return {
+            "single": lambda t: len(sp.encode_ordinary(t)),
+            "batch": lambda ts: _flat_counts(sp.encode_batch_flat(ts)),
+        }
+    if who == "toktok-rs":
+        import toktok
+
+        per_text = getattr(toktok, "count", None)
+        single = (
+            (lambda t: per_text(t, name))
+            if per_text
+            else (lambda t: toktok.batch_count([t], name, threads=1)[0])
+        )
+        return {"single": single, "batch": lambda ts: toktok.batch_count(ts, name, threads=threads)}
+    if who == "quicktok-v1":
+        import quicktok
+
+        qt = quicktok.get_encoding(name)
+        return {
+            "single": qt.count,
+            "batch": lambda ts: [int(n) for n in quicktok.count_batch(qt, ts)],
+        }
+    raise SystemExit(f"unknown contender {who!r}")
+
+
+# --------------------------------------------------------------------------- one process
+
+
+def worker(mode: str, who: str, name: str, data: str, folder: str, threads: int) -> dict[str, Any]:
+    """One fresh process. ``check``: one pass, every count compared. ``single``/``batch``:
+    five timed passes of new texts. ``warm``: the same texts, passes 3-5 timed."""
+    corpus = json.loads(Path(data).read_text(encoding="utf-8"))
+    fns = contender(who, name, Path(folder), threads)
+    fns["single"]("a")  # the vocabulary loaded; no piece of the corpus seen
+    if mode == "check":
+        got = list(fns["batch"](corpus["passes"][0]))
+        single = [fns["single"](t) for t in corpus["passes"][1]]
+        bad = sum(a != b for a, b in zip(got, corpus["expected"][0]))
+        bad += sum(a != b for a, b in zip(single, corpus["expected"][1]))
+        return {"differ": bad, "of": 2 * len(got)}
+    texts = corpus["passes"] if mode != "warm" else [corpus["passes"][0]] * PASSES
+    seconds, first_counts = [], None
+    for k, ts in enumerate(texts):
+        if mode == "batch":
+            fn = fns["batch"]
+            start = time.perf_counter()
+            counts = fn(ts)
+        else:
+            fn = fns["single"]
+            start = time.perf_counter()
+            counts = [fn(t) for t in ts]
+        seconds.append(time.perf_counter() - start)
+        if k == 0:
+            first_counts = list(counts)
+    exact = first_counts == corpus["expected"][0]
+    return {"seconds": seconds, "exact": exact}
+
+
+def spawn(args: list[str], threads: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    if threads:
+        env["RAYON_NUM_THREADS"] = str(threads)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", *args, str(threads)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def installed(who: str) -> bool:
+    module = {
+        "windowfit": "windowfit",
+        "splintr-rs": "splintr",
+        "toktok-rs": "toktok",
+        "quicktok-v1": "quicktok",
+    }
+    import importlib.util
+
+    return importlib.util.find_spec(module.get(who, who)) is not None
+
+
+def measure_cell(
+    name: str,
+    label: str,
+    data: Path,
+    folder: str,
+    who_all: list[str],
+    runs: int,
+    threads: int,
+    modes: list[str],
+) -> dict[str, Any]:
+    """Every contender's exactness, then its timings, for one encoding and corpus."""
+    cell: dict[str, Any] = {"encoding": name, "corpus": label, "threads": threads, "contenders": {}}
+    for who in who_all:
+        check = spawn(["check", who, name, str(data), folder], threads)
+        entry: dict[str, Any] = {"differ": check["differ"], "of": check["of"]}
+        cell["contenders"][who] = entry
+        if check["differ"]:
+            continue  # inexact: reported, not timed
+        for mode in modes:
+            if mode == "warm" and who not in ("windowfit", "tiktoken"):
+                continue
+            procs = [spawn([mode, who, name, str(data), folder], threads) for _ in range(runs)]
+            if not all(p["exact"] for p in procs):
+                entry["differ"] = entry["differ"] or -1  # counts changed between passes
+                break
+            steady = [statistics.mean(p["seconds"][STEADY]) for p in procs]
+            entry[mode] = {
+                "first": min(p["seconds"][0] for p in procs),
+                "steady": statistics.median(steady),
+            }
+    return cell
+
+
+def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
+    """Markdown rows of one cell: MB/s per contender and mode, and windowfit's ratio to the
+    fastest exact peer (for warm: to tiktoken)."""
+    rows = []
+    for mode in modes:
+        for phase in ("first", "steady"):
+            speeds = {
+                who: mb / e[mode][phase]
+                for who, e in cell["contenders"].items()
+                if not e["differ"] and mode in e and e[mode][phase] > 0
+            }
+            if not speeds:
+                continue
+            mine = speeds.get("windowfit")
+            peers = {
+                w: s
+                for w, s in speeds.items()
+                if w != "windowfit" and (mode == "warm" or w != "tiktoken")
+            }
+            top = max(peers, key=lambda w: peers[w]) if peers else None
+            ratio = f"**{mine / peers[top]:.2f}x**" if mine and top else ""
+            others = ", ".join(
+                f"{w} {s:,.0f}" for w, s in sorted(speeds.items(), key=lambda kv: -kv[1])
+            )
+            rows.append(
+                f"| {cell['encoding']} | {cell['corpus']} | {mode} | {phase} | {cell['threads'] or 'all'} "
+                f"| {mine or 0:,.0f} | {top or ''} {peers[top] if top else 0:,.0f} | {ratio} | {others} |"
+            )
+    inexact = [
+        f"{w} ({e['differ']} of {e['of']} counts differ)"
+        for w, e in cell["contenders"].items()
+        if e["differ"]
+    ]
+    if inexact:
+        rows.append(
+            f"| {cell['encoding']} | {cell['corpus']} | not exact, not timed: {'; '.join(inexact)} |||||||"
+        )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="fresh processes per contender and mode")
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny corpora, one process: checks the script runs"
+    )
+    ap.add_argument(
+        "--threads", type=int, nargs="*", default=[], help="batch thread counts to scale over"
+    )
+    ap.add_argument("--encodings", nargs="*", default=list(ENCODINGS))
+    ap.add_argument("--corpora", nargs="*", default=list(CORPORA))
+    ap.add_argument("--contenders", nargs="*", default=["windowfit", *PEERS])
+    ap.add_argument("--json", type=Path, help="also write every measurement here")
+    ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        mode, who, name, data, folder, threads = args.worker
+        print(json.dumps(worker(mode, who, name, data, folder, int(threads))))
+        return
+    runs = 1 if args.quick else args.runs
+    who_all = [w for w in args.contenders if installed(w)]
+    missing = sorted(set(args.contenders) - set(who_all))
+    load = os.getloadavg()[0]
+    lines = [
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; load average {load:.2f} at the start"
+        + ("; --quick: tiny corpora, timings meaningless" if args.quick else ""),
+        "",
+        "MB/s (higher is faster). first: pass 1 of a fresh process (best of "
+        f"{runs}); steady: mean of passes 3-5 (median process); ratio: windowfit / the fastest "
+        "exact peer of the cell (warm: / tiktoken).",
+        "",
+        "| encoding | corpus | mode | pass | threads | windowfit | fastest peer | ratio | all |",
+        "|---|---|---|---|---:|---:|---|---:|---|",
+    ]
+    if missing:
+        print(f"not installed, not timed: {', '.join(missing)}", file=sys.stderr)
+    cells = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.encodings:
+            ref = reference(name)
+            tiktoken_file(name, Path(folder))
+            for label in args.corpora:
+                texts = cut(CORPORA[label](), args.quick)
+                versions = passes(texts)
+                expected = [[len(x) for x in ref.encode_ordinary_batch(v)] for v in versions]
+                data = Path(folder) / f"{name}-{label}.json"
+                data.write_text(
+                    json.dumps({"passes": versions, "expected": expected}), encoding="utf-8"
+                )
+                mb = sum(len(t.encode()) for t in versions[0]) / 1e6
+                for threads in [0, *args.threads]:
+                    modes = ["single", "batch", "warm"] if threads == 0 else ["batch"]
+                    cell = measure_cell(name, label, data, folder, who_all, runs, threads, modes)
+                    cell["mb"] = mb
+                    cells.append(cell)
+                    lines += ratio_rows(cell, mb, modes)
+                    print(f"done: {name} {label} threads={threads or 'all'}", file=sys.stderr)
+    lines += ["", f"load average {os.getloadavg()[0]:.2f} at the end."]
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(
+            json.dumps({"load_start": load, "cells": cells}, indent=1), encoding="utf-8"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The engine's per-thread piece tables and the count cache's admission rule: counts equal
+tiktoken's whatever the table's bound (evicting or off), the bound validated and reported,
+a short text cached from its second count on, and parallel counting alive after ``fork``."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import windowfit as wf
+from _corpus import corpus, tiktoken_cl100k, tiktoken_o200k
+from windowfit.errors import ArgumentTypeError, InvalidArgumentError, WindowfitError
+
+
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+    """``code`` in a fresh interpreter (the bound is process-wide), its stdout."""
+    full_env = {**os.environ, **(env or {})}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout,
+    )
+    return out.stdout.strip() + ("\n" + out.stderr if out.stderr else "")
+
+
+# ----------------------------------------------------------------------------- piece tables
+
+
+@pytest.mark.parametrize("bound", ["0", "4", "1024"])
+def test_counts_equal_tiktoken_with_any_piece_table_bound(bound: str) -> None:
+    # 0: no table; 4: one set, every piece evicts another; 1024: a table far smaller than
+    # the corpus's pieces. Three passes: first counts, then counts from the table.
+    code = f"""
+        import json, sys
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
+        import windowfit as wf
+        from _corpus import corpus
+        texts = [s.text for s in corpus()]
+        out = {{}}
+        for name in ("cl100k_base", "o200k_base"):
+            c = wf.Counter(encoding=name, cache_entries=0, piece_cache_entries={bound})
+            out[name] = [[c.count(t) for t in texts] for _ in range(3)]
+        print(json.dumps(out))
+    """
+    import json
+
+    got = json.loads(run_python(code, timeout=600).splitlines()[0])
+    texts = [s.text for s in corpus()]
+    for name, ref in (("cl100k_base", tiktoken_cl100k()), ("o200k_base", tiktoken_o200k())):
+        expected = [len(x) for x in ref.encode_ordinary_batch(texts)]
+        for k, counts in enumerate(got[name]):
+            bad = [i for i, (a, b) in enumerate(zip(counts, expected)) if a != b]
+            assert not bad, f"{name} pass {k}: {len(bad)} differ, first {texts[bad[0]][:80]!r}"
+
+
+def test_piece_table_bound_and_memory_are_reported() -> None:
+    out = run_python(
+        """
+        import windowfit as wf
+        from windowfit import _core
+        c = wf.Counter(encoding="o200k_base", cache_entries=0, piece_cache_entries=1000)
+        before = c.cache_info()
+        c.count("def main():\\n    return compute(42)\\n")
+        after = c.cache_info()
+        print(before["piece_cache_entries"], before["piece_cache_bytes"], after["piece_cache_bytes"],
+              _core._piece_cache_stats())
+        """
+    )
+    # 1000 entries: 256 sets of 4 (a power of two), 64 bytes each, allocated on first count.
+    assert out.splitlines()[0] == "1000 0 16384 (1000, 1, 16384)"
+
+
+def test_piece_table_bound_from_the_environment() -> None:
+    code = """
+        import windowfit as wf
+        print(wf.Counter(encoding="cl100k_base").cache_info()["piece_cache_entries"])
+    """
+    assert run_python(code, {"WINDOWFIT_PIECE_CACHE_ENTRIES": "4096"}).splitlines()[0] == "4096"
+    bad = run_python(code, {"WINDOWFIT_PIECE_CACHE_ENTRIES": str(2**40)})
+    assert bad.splitlines()[0] == str(2**19)  # ignored, with a warning
+    assert "WINDOWFIT_PIECE_CACHE_ENTRIES" in bad
+
+
+@pytest.mark.parametrize(
+    ("arg", "value", "error"),
+    [
+        ("piece_cache_entries", -1, InvalidArgumentError),
+        ("piece_cache_entries", 2**28 + 1, InvalidArgumentError),
+        ("piece_cache_entries", True, ArgumentTypeError),
+        ("piece_cache_entries", "many", ArgumentTypeError),
+        ("cache_entries", 2**32 + 1, InvalidArgumentError),
+        ("cache_entries", 2**63, InvalidArgumentError),
+        ("cache_bytes", 2**50, InvalidArgumentError),
+    ],
+)
+def test_cache_bounds_are_validated(arg: str, value: object, error: type) -> None:
+    with pytest.raises(error, match=arg) as info:
+        wf.Counter(encoding="cl100k_base", **{arg: value})
+    assert isinstance(info.value, WindowfitError)
+    assert isinstance(info.value, TypeError if error is ArgumentTypeError else ValueError)
+
+
+def test_largest_bounds_are_accepted_without_allocating() -> None:
+    # the bound is a ceiling, not an allocation: a huge cache costs nothing until filled
+    c = wf.Counter(encoding="cl100k_base", cache_entries=2**32)
+    assert c.count("hello world") == 2
+    assert c.cache_info()["capacity"] == 2**32
+
+
+# ----------------------------------------------------------------------------- admission
+
+
+def test_a_short_text_is_cached_from_its_second_count() -> None:
+    c = wf.Counter(encoding="cl100k_base", cache_entries=100)
+    text = "".join(["a text this test counts for the first time: ", str(id(c))])
+    counts = []
+    sizes = []
+    for _ in range(3):
+        counts.append(c.count(text))
+        info = c.cache_info()
+        sizes.append((info["size"], info["hits"], info["misses"]))
+    assert counts == [len(tiktoken_cl100k().encode_ordinary(text))] * 3
+    # first: counted, not kept; second: counted and kept; third: found
+    assert sizes == [(0, 0, 1), (1, 0, 2), (1, 1, 2)]
+
+
+def test_a_long_text_is_cached_on_its_first_count() -> None:
+    c = wf.Counter(encoding="cl100k_base", cache_entries=100)
+    text = "word " * 1000 + str(id(c))
+    n = c.count(text)
+    assert (n, c.cache_info()["size"]) == (len(tiktoken_cl100k().encode_ordinary(text)), 1)
+    assert c.count(text) == n
+    assert c.cache_info()["hits"] == 1
+
+
+def test_module_count_is_the_shared_counter() -> None:
+    text = "module-level count " + str(os.getpid())
+    assert wf.count(text) == wf.count(text) == wf.Counter(model="gpt-4o").count(text)
+
+
+# ----------------------------------------------------------------------------- fork
+
+FORK_CHILD = """
+    import os, windowfit as wf
+    c = wf.Counter(encoding="cl100k_base", cache_entries=0)
+    texts = ["word %d and more words " % i * 50 for i in range(3000)]
+    parent = c.count_many(texts)          # the global pool's threads started here
+    big = "a line of text\\n" * 100_000    # counted in chunks on all cores
+    big_count = c.count(big)
+    pid = os.fork()
+    if pid == 0:
+        ok = c.count_many(texts) == parent and c.count(big) == big_count
+        ok = ok and len(wf.get_encoding("cl100k_base").encode_batch(texts[:2000])) == 2000
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_parallel_counting_works_in_a_forked_child() -> None:
+    # Before: the child's first parallel call waited forever for the parent's pool threads.
+    assert run_python(FORK_CHILD, timeout=120).splitlines()[0] == "child 0"
+
+
+def _count_many_in_child(texts: list[str]) -> list[int]:
+    return wf.Counter(encoding="o200k_base", cache_entries=0).count_many(texts)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
+def test_multiprocessing_fork_workers_count_batches() -> None:
+    texts = [
+        f"sentence number {i} of a batch large enough to use every core. " * 40 for i in range(2000)
+    ]
+    expected = wf.Counter(encoding="o200k_base", cache_entries=0).count_many(texts)  # pool started
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        result = pool.apply_async(_count_many_in_child, (texts,))
+        assert result.get(timeout=120) == expected
