@@ -262,7 +262,7 @@ def test_tool_output_files_survive_link_tricks(
     import stat
     import tempfile
 
-    from windowfit import observation_files
+    from windowfit.truncation import saved_outputs as observation_files
 
     base = tmp_path_factory.mktemp("links")
     shared = base / "tmp"

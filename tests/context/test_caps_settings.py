@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from test_manager import SYSTEM, check_prompt, conversation
+from _manager_checks import SYSTEM, check_prompt, conversation
 from windowfit.context import ContextManager
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from _manager_checks import check_prompt, conversation
 from _summarizers import Recorder
-from test_manager import check_prompt, conversation
 from windowfit.context import ContextManager
 
 

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from test_manager import check_prompt
+from _manager_checks import check_prompt
 from windowfit.cli.showcase import simulate_session
 from windowfit.context import ENV_VARS, ContextManager
 from windowfit.summarize import ExtractiveSummarizer

@@ -10,9 +10,9 @@ import math
 from typing import Any
 
 import pytest
+from _manager_checks import check_prompt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_manager import check_prompt
 from windowfit.cli.showcase import PLANTED_FACTS, simulate_session
 from windowfit.context import ENV_VARS, ContextManager
 from windowfit.summarize import ExtractiveSummarizer

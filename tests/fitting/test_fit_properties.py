@@ -409,6 +409,16 @@ def test_strip_keeps_text_removes_only_unanswered_calls(enc: str, data: st.DataO
                 ]
             else:
                 assert k.get("content") == orig.get("content")
+        elif k is not orig and orig.get("tool_calls") == []:
+            event("an empty tool_calls list left out")
+            assert k == {key: v for key, v in orig.items() if key != "tool_calls"}
+        elif k is not orig:
+            # a message kept for its own text loses only its orphan tool_result blocks
+            event("orphan results stripped from a message kept for its text")
+            assert isinstance(orig.get("content"), list)
+            gone = [p for p in orig["content"] if p not in k["content"]]
+            assert gone and all(p.get("type") == "tool_result" for p in gone)
+            assert r.stats["results_stripped"] > 0
         else:
             assert k is orig
     assert r.stats["calls_stripped"] == stripped

@@ -192,7 +192,7 @@ def test_stage_bad_input_never_raises() -> None:
 
 def test_session_prepare_recalls_over_the_stored_history() -> None:
     store = wf.MemoryStore()
-    s = store.session("recall")
+    s = wf.Session(store, "recall")
     for m in MANY:
         s.append(m)
     t, code = next(iter(CODES.items()))

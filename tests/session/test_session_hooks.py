@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from _manager_checks import check_prompt
 from _summarizers import Recorder, small_manager
-from test_manager import check_prompt
 from test_summarize_after import HISTORY, SAFETY, Held
 
 # HISTORY ends on the assistant's reply: everything before it, then the reply, is one turn.

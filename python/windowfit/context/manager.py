@@ -30,7 +30,7 @@ from windowfit.context.masker import Masker
 from windowfit.context.plan import Fitted, Job, Message, Plan
 from windowfit.context.planner import Planner
 from windowfit.context.prepared import Prepared, PreparedStats
-from windowfit.context.recall import apply_recall, recall_input, recall_stage
+from windowfit.context.recall import RecallSettings, apply_recall, recall_input, recall_stage
 from windowfit.context.runner import SummaryRunner
 from windowfit.context.state import StateLoader, now
 from windowfit.context.stats import Stats
@@ -129,6 +129,7 @@ class ContextManager:
     recall: _Setting[bool] = _Setting()
     recall_ratio: _Setting[float] = _Setting()
     recall_embedder: _Setting[Embedder | None] = _Setting()
+    recall_settings: _Setting[RecallSettings] = _Setting()
     counter: _Setting[Counter] = _Setting()
     summarizer: _Setting[Summarizer | None] = _Setting()
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import windowfit as wf
+from _manager_checks import check_prompt, conversation
 from _summarizers import Recorder, small_manager
-from test_manager import check_prompt, conversation
 
 SAFETY = 120  # seconds: only so a broken build fails instead of hanging
 
