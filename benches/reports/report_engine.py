@@ -32,7 +32,6 @@ import base64
 import os
 import platform
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import windowfit as wf
 from _corpus import deepseek_hf_reference, deepseek_reference, tiktoken_cl100k, tiktoken_o200k
+from corpora import code, conversations, prose
 from report_counting import best, fmt_time, steady
 
 ENCODINGS = ("cl100k_base", "o200k_base")
@@ -51,38 +51,9 @@ ENCODINGS = ("cl100k_base", "o200k_base")
 # --------------------------------------------------------------------------- corpora
 
 
-def prose() -> list[str]:
-    from pydoc_data.topics import topics
-
-    return [p.strip() for doc in topics.values() for p in doc.split("\n\n") if p.strip()]
-
-
-def code(limit: int = 2_000_000) -> list[str]:
-    lib = Path(sysconfig.get_paths()["stdlib"])
-    texts, size = [], 0
-    for path in sorted(lib.glob("*.py")) + sorted(lib.glob("*/*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        texts.append(text)
-        size += len(text.encode())
-        if size >= limit:
-            break
-    return texts
-
-
 def dialog() -> list[str]:
-    import chatterbot_corpus
-    import yaml
-
-    root = Path(chatterbot_corpus.__file__).parent / "data"
-    texts = []
-    for path in sorted(root.glob("*/*.yml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for conv in data.get("conversations") or []:
-            texts.append("\n".join(str(line) for line in conv))
-    return texts
+    """Every chatterbot-corpus conversation, English and the other languages."""
+    return conversations()
 
 
 CORPORA: dict[str, Callable[[], list[str]]] = {

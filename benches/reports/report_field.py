@@ -49,7 +49,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,6 +57,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
+sys.path.insert(0, str(HERE))
+
+from corpora import code, conversations  # noqa: E402
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 PASSES = 5
@@ -67,39 +69,9 @@ PEERS = ("gigatoken", "fastokens", "splintr-rs", "toktok-rs", "quicktok-v1", "ti
 # --------------------------------------------------------------------------- corpora
 
 
-def _conversations(english: bool) -> list[str]:
-    import chatterbot_corpus
-    import yaml
-
-    root = Path(chatterbot_corpus.__file__).parent / "data"
-    texts = []
-    for path in sorted(root.glob("*/*.yml")):
-        if (path.parent.name == "english") != english:
-            continue
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for conv in data.get("conversations") or []:
-            texts.append("\n".join(str(line) for line in conv))
-    return texts
-
-
-def code(limit: int = 2_000_000) -> list[str]:
-    lib = Path(sysconfig.get_paths()["stdlib"])
-    texts, size = [], 0
-    for path in sorted(lib.glob("*.py")) + sorted(lib.glob("*/*.py")):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        texts.append(text)
-        size += len(text.encode())
-        if size >= limit:
-            break
-    return texts
-
-
 CORPORA: dict[str, Callable[[], list[str]]] = {
-    "English dialog": lambda: _conversations(True),
-    "multilingual dialog": lambda: _conversations(False),
+    "English dialog": lambda: conversations(True),
+    "multilingual dialog": lambda: conversations(False),
     "source code": code,
 }
 
