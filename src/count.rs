@@ -725,16 +725,16 @@ mod tests {
         let first = c.count_many(&with_empty);
         let info = c.cache_info();
         assert_eq!((info.hits, info.misses), (0, 5000), "the empty text is neither");
-        // a short text enters the cache on its second count (src/cache/admit.rs): each batch
-        // records one lookup per non-empty text, and later batches hit
-        let mut lookups = 5000;
-        for _ in 0..3 {
-            assert_eq!(c.count_many(&with_empty), first);
-            let now = c.cache_info();
-            lookups += 5000;
-            assert_eq!(now.hits + now.misses, lookups);
-        }
-        assert!(c.cache_info().hits > 0);
+        // a short text enters the cache on its second count (src/cache/admit.rs): the second
+        // batch admits the texts, the third hits them (a few whose note another test's texts
+        // displaced from the shared table are admitted one sight later)
+        assert_eq!(c.count_many(&with_empty), first);
+        let second = c.cache_info();
+        assert_eq!((second.hits, second.hits + second.misses), (0, 10_000));
+        assert_eq!(c.count_many(&with_empty), first);
+        let third = c.cache_info();
+        assert_eq!(third.hits + third.misses, 15_000, "one lookup per non-empty text");
+        assert!(third.hits >= 4_950, "{} of 5,000 hit on the third batch", third.hits);
         let single: Vec<usize> = with_empty.iter().map(|t| c.backend.count(t)).collect();
         assert_eq!(first, single);
     }
