@@ -13,6 +13,7 @@ use super::messages::extract_message;
 use super::text::{text_from_str, Text};
 use crate::count::{Message, MessageFormat, Part};
 use crate::recall::{terms, RecallIndex};
+use rustc_hash::FxHashSet;
 
 struct State {
     index: RecallIndex,
@@ -57,6 +58,38 @@ fn texts(m: &Message<Text>) -> Vec<&str> {
         out.push(call.arguments.as_ref());
     }
     out
+}
+
+/// The index slots of the messages at `positions` of `messages`, indexing the new ones. A
+/// message object seen at the same position in the last call is not read again.
+fn slots_of(
+    py: Python<'_>,
+    state: &mut State,
+    messages: &Bound<'_, PyList>,
+    positions: &[usize],
+) -> PyResult<Vec<(usize, u32)>> {
+    let format = MessageFormat::default();
+    state.seen.truncate(messages.len());
+    let mut out = Vec::with_capacity(positions.len());
+    for &i in positions {
+        let obj = messages.get_item(i)?;
+        let known = state.seen.get(i).filter(|(o, _)| o.as_ptr() == obj.as_ptr()).map(|&(_, k)| k);
+        let slot = match known.and_then(|k| state.index.lookup(k)) {
+            Some(s) => s,
+            None => {
+                let m = extract_message(py, i, &obj)?;
+                let key = m.key(&format, &[]);
+                let slot = state.index.insert(key, texts(&m));
+                while state.seen.len() <= i {
+                    state.seen.push((py.None(), 0));
+                }
+                state.seen[i] = (obj.unbind(), key);
+                slot
+            }
+        };
+        out.push((i, slot));
+    }
+    Ok(out)
 }
 
 #[pymethods]
@@ -109,29 +142,12 @@ impl PyRecallIndex {
         let state = &mut *guard;
         guarded("RecallIndex.search", || {
             state.index.tick();
-            let format = MessageFormat::default();
             let n = messages.len();
             let hi = hi.unwrap_or(n).min(n);
             let skip = skip.unwrap_or_default();
             let wanted: Vec<usize> = (lo.min(hi)..hi).filter(|i| !skip.contains(i)).collect();
             let mut slots: Vec<Option<u32>> = vec![None; n];
-            state.seen.truncate(n);
-            for &i in &wanted {
-                let obj = messages.get_item(i)?;
-                let known = state.seen.get(i).filter(|(o, _)| o.as_ptr() == obj.as_ptr()).map(|&(_, k)| k);
-                let slot = match known.and_then(|k| state.index.lookup(k)) {
-                    Some(s) => s,
-                    None => {
-                        let m = extract_message(py, i, &obj)?;
-                        let key = m.key(&format, &[]);
-                        let slot = state.index.insert(key, texts(&m));
-                        while state.seen.len() <= i {
-                            state.seen.push((py.None(), 0));
-                        }
-                        state.seen[i] = (obj.unbind(), key);
-                        slot
-                    }
-                };
+            for (i, slot) in slots_of(py, state, messages, &wanted)? {
                 slots[i] = Some(slot);
             }
             let index = &state.index;
@@ -142,6 +158,32 @@ impl PyRecallIndex {
             out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             out.truncate(limit);
             Ok(out)
+        })
+    }
+
+    /// How much of `query` the messages at `positions` of `messages` and the text `extra`
+    /// hold: `(distinct query terms, terms held, a number not held)`. New messages are
+    /// indexed on the way.
+    fn coverage(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        query: &Bound<'_, PyString>,
+        positions: Vec<usize>,
+        extra: &Bound<'_, PyString>,
+    ) -> PyResult<(usize, usize, bool)> {
+        let (query, extra) = (text_from_str(query), text_from_str(extra));
+        let n = messages.len();
+        let positions: Vec<usize> = positions.into_iter().filter(|&i| i < n).collect();
+        let mut guard = self.lock(py);
+        let state = &mut *guard;
+        guarded("RecallIndex.coverage", || {
+            state.index.tick();
+            let slots: FxHashSet<u32> =
+                slots_of(py, state, messages, &positions)?.into_iter().map(|(_, s)| s).collect();
+            let index = &state.index;
+            let c = py.detach(|| index.coverage(query.as_ref(), &slots, extra.as_ref()));
+            Ok((c.terms, c.held, c.number_missing))
         })
     }
 }

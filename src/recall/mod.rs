@@ -23,6 +23,17 @@ pub const MAX_QUERY_TERMS: usize = 256;
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
+/// What [`RecallIndex::coverage`] found of a query.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Coverage {
+    /// Distinct terms of the query.
+    pub terms: usize,
+    /// Of those, the ones the documents (or the extra text) hold.
+    pub held: usize,
+    /// A number of the query that is not held.
+    pub number_missing: bool,
+}
+
 /// One indexed message.
 struct Doc {
     key: u128,
@@ -189,6 +200,34 @@ impl RecallIndex {
         out
     }
 
+    /// How much of `query` the documents in `slots` and the text `extra` already hold: its
+    /// distinct terms (read up to [`MAX_QUERY_BYTES`]), how many of them occur there, and
+    /// whether a number among them does not. Postings answer it, so its cost follows the
+    /// query's terms, not the size of the documents.
+    pub fn coverage(&self, query: &str, slots: &FxHashSet<u32>, extra: &str) -> Coverage {
+        let mut in_extra: FxHashSet<u64> = FxHashSet::default();
+        terms::for_each_term(head(extra, MAX_DOC_BYTES), |t| {
+            in_extra.insert(xxh3_64(t.as_bytes()));
+        });
+        let mut seen: FxHashSet<u64> = FxHashSet::default();
+        let mut c = Coverage::default();
+        terms::for_each_term(head(query, MAX_QUERY_BYTES), |t| {
+            let h = xxh3_64(t.as_bytes());
+            if !seen.insert(h) {
+                return;
+            }
+            c.terms += 1;
+            let held = in_extra.contains(&h)
+                || self.postings.get(&h).is_some_and(|list| list.iter().any(|(s, _)| slots.contains(s)));
+            if held {
+                c.held += 1;
+            } else if t.chars().all(char::is_numeric) {
+                c.number_missing = true;
+            }
+        });
+        c
+    }
+
     /// BM25 scores of the indexed messages for `query`, by slot (only slots with a score).
     pub fn score(&self, query: &str) -> FxHashMap<u32, f32> {
         let mut out: FxHashMap<u32, f32> = FxHashMap::default();
@@ -252,6 +291,21 @@ mod tests {
         "Thanks, that sounds great!",
         "我最喜欢的科幻电影是《星际穿越》。",
     ];
+
+    #[test]
+    fn coverage_counts_the_query_terms_the_given_documents_hold() {
+        let (ix, slots) = index(&["the Kyoto trip is in May", "parser drops the last column", "lunch at noon"]);
+        let only = |k: &[usize]| k.iter().map(|&i| slots[i]).collect::<FxHashSet<u32>>();
+        let q = "when is the Kyoto trip, number 2?";
+        let all = ix.coverage(q, &only(&[0, 1, 2]), "");
+        let none = ix.coverage(q, &only(&[1, 2]), "");
+        assert_eq!(all.terms, none.terms);
+        assert!(all.held > none.held, "{all:?} {none:?}");
+        assert!(all.number_missing && none.number_missing, "2 is in no document");
+        let extra = ix.coverage(q, &only(&[]), "Kyoto trip number 2");
+        assert!(!extra.number_missing && extra.held >= 3, "{extra:?}");
+        assert_eq!(ix.coverage("", &only(&[0]), "").terms, 0);
+    }
 
     #[test]
     fn scores_match_the_textbook_formula() {

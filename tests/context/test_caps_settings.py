@@ -116,6 +116,25 @@ def test_manager_caps_bound_the_conversation_sent(max_messages: Any, max_turns: 
     assert len(uncapped.messages) == len(history)
 
 
+@pytest.mark.parametrize(("max_messages", "max_turns"), [(10, None), (None, 3), (12, 3)])
+def test_recall_keeps_within_the_conversation_caps(max_messages: Any, max_turns: Any) -> None:
+    history = conversation(30, words=5)
+    # a question about an exchange the caps evicted: recall would bring back several units
+    history.append({"role": "user", "content": "What was ticket T-1003 about, question 3?"})
+    cm = ContextManager(
+        model="gpt-4o", summarizer="none", max_messages=max_messages, max_turns=max_turns
+    )
+    p = cm.prepare(history)
+    check_prompt(cm, history, p)
+    convo = [m for m in p.messages if m.get("role") not in ("system", "developer")]
+    if max_messages is not None:
+        assert len(convo) <= max_messages
+    if max_turns is not None:
+        assert sum(m.get("role") == "user" for m in convo) <= max_turns
+    uncapped = ContextManager(model="gpt-4o", summarizer="none", max_messages=40)
+    assert uncapped.prepare(history).stats["recalled"], "the question is about evicted turns"
+
+
 def _users_sent(history: list[dict[str, Any]], sent: list[Any]) -> int:
     ids = {id(m) for m in sent}
     return sum(1 for m in history if m.get("role") == "user" and id(m) in ids)

@@ -243,7 +243,9 @@ class ContextManager:
         recalled = recall_stage(
             self.settings.recall_settings,
             self.settings.counter,
-            recall_input(plan, fitted, summary),
+            recall_input(
+                plan, fitted, summary, (self.settings.max_messages, self.settings.max_turns)
+            ),
         )
         prepared = apply_recall(recalled, cast(dict[str, Any], plan.stats), plan.state)
         plan.state["updated_at"] = now()

@@ -23,7 +23,7 @@ from typing import Any
 
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import fingerprint, message_text
+from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
 from windowfit.recalling import Embedder, RecallResult, rebuild, recall
 
 __all__ = [
@@ -88,6 +88,9 @@ class RecallInput:
     state: Mapping[str, Any]
     #: the room left beside a window at its high-water mark (what stays free until a cut)
     stable_room: int = 0
+    #: the manager's conversation caps (``max_messages``, ``max_turns``): the block counts
+    max_messages: int | None = None
+    max_turns: int | None = None
 
 
 @dataclass
@@ -113,18 +116,59 @@ def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
     return query
 
 
-def _covered(query: str, prompt: Sequence[Any]) -> bool:
+def _covered(query: str, inp: RecallInput, index: _core.RecallIndex) -> bool:
     """Whether the prompt (window and summary) already holds at least ``COVERED`` of the
-    query's distinct terms, numbers included: an agent's next observation or a follow-up on the current topic,
-    not a question about something that left the window. Recalling for those would only move
-    the block every call and break the cached prefix."""
-    terms = set(_core.recall_terms(query[:PENDING_CHARS]))
+    query's distinct terms, numbers included: an agent's next observation or a follow-up on
+    the current topic, not a question about something that left the window. Recalling for
+    those would only move the block every call and break the cached prefix. The index
+    answers for the history messages in the prompt (a cut tool output by its whole text);
+    only the prompt's new messages (the summary) are read here."""
+    before = range(len(inp.prompt) - 1)  # the prompt less its last message, as sent
+    positions = [inp.sources[j] for j in before if inp.sources[j] >= 0]
+    extra = "\n".join(message_text(inp.prompt[j]) for j in before if inp.sources[j] < 0)
+    history = inp.history if isinstance(inp.history, list) else list(inp.history)
+    terms, held, number_missing = index.coverage(history, query[:PENDING_CHARS], positions, extra)
     if not terms:
         return True
-    held = set(_core.recall_terms("\n".join(message_text(m) for m in prompt[:-1])))
-    if any(t.isdigit() and t not in held for t in terms):
+    if number_missing:
         return False  # a number the prompt lacks ("trip number 2") is what is being asked
-    return len(terms & held) >= COVERED * len(terms)
+    return held >= COVERED * terms
+
+
+def _within_caps(result: RecallResult, inp: RecallInput) -> RecallResult:
+    """The best-scoring units of ``result`` that keep the prompt within the conversation caps:
+    a recalled message counts against ``max_messages`` like any other, a recalled user
+    message against ``max_turns``."""
+    if inp.max_messages is None and inp.max_turns is None or not result.units:
+        return result
+    convo = [m for m in inp.prompt if m.get("role") not in SYSTEM_ROLES]
+    rooms = [
+        inp.max_messages - len(convo) if inp.max_messages is not None else len(inp.history),
+        inp.max_turns - sum(m.get("role") == "user" for m in convo)
+        if inp.max_turns is not None
+        else len(inp.history),
+    ]
+    blocks, at = [], 0
+    for unit in result.units:  # conversation order; each unit's messages follow one another
+        blocks.append((unit, result.messages[at : at + unit.end - unit.start]))
+        at += unit.end - unit.start
+    kept = []
+    for unit, block in sorted(blocks, key=lambda b: -b[0].score):
+        need = [len(block), sum(m.get("role") == "user" for m in block)]
+        if all(n <= r for n, r in zip(need, rooms)):
+            rooms = [r - n for n, r in zip(need, rooms)]
+            kept.append((unit, block))
+    if len(kept) == len(blocks):
+        return result
+    kept.sort(key=lambda b: b[0].start)
+    out = RecallResult(skipped=result.skipped)
+    for unit, block in kept:
+        out.units.append(unit)
+        out.messages.extend(block)
+    out.tokens = sum(u.tokens for u in out.units)
+    dropped = [{"start": u.start, "reason": "over max_messages/max_turns"} for u, _ in blocks]
+    out.skipped += [d for d in dropped if all(d["start"] != u.start for u in out.units)]
+    return out
 
 
 def _none(inp: RecallInput, reason: str, **extra: Any) -> RecallOutput:
@@ -173,7 +217,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             # leaves until its next cut, so the block stays put from here on
             room = min(room, inp.stable_room)
     query = _query(history, last_user) if result is None else ""
-    covered = result is None and _covered(query, inp.prompt)
+    covered = result is None and _covered(query, inp, settings.index)
     if covered:
         result = RecallResult()
     if result is None:
@@ -188,6 +232,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             index=settings.index,
             embedder=settings.embedder,
         )
+    result = _within_caps(result, inp)
     new_record = {"key": key, "units": [[u.start, u.end] for u in result.units]}
     if not result.messages:
         out = _none(
@@ -200,7 +245,10 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         return out
     prompt = [*inp.prompt[:at], *result.messages, *inp.prompt[at:]]
     # where this prompt stops matching one without the block (for the prefix statistics)
-    new_record["limit"] = sum(counter.count_message(m) for m in inp.prompt[:at])
+    # (the prompt's tokens less the reply priming and what follows the block: the window
+    # before it is thousands of messages, the part after it one or a few)
+    after = sum(counter.count_message(m) for m in inp.prompt[at:])
+    new_record["limit"] = inp.tokens - int(getattr(counter, "reply_priming", 0)) - after
     new_record["reused"] = reused
     stats = {
         "recalled": [u.as_dict() for u in result.units],
@@ -211,8 +259,11 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     return RecallOutput(prompt, inp.tokens + result.tokens, stats, new_record)
 
 
-def recall_input(plan: Any, fitted: Any, summary: str) -> RecallInput:
-    """The stage's input from the manager's plan and final fit."""
+def recall_input(
+    plan: Any, fitted: Any, summary: str, caps: tuple[int | None, int | None] = (None, None)
+) -> RecallInput:
+    """The stage's input from the manager's plan and final fit (``caps``: the manager's
+    ``max_messages`` and ``max_turns``)."""
     view, result = fitted.view, fitted.result
     return RecallInput(
         history=plan.msgs,
@@ -228,6 +279,8 @@ def recall_input(plan: Any, fitted: Any, summary: str) -> RecallInput:
         - plan.budget.system_tokens
         - plan.budget.high_water
         - int(plan.stats.get("reply_priming", 3)),
+        max_messages=caps[0],
+        max_turns=caps[1],
     )
 
 
