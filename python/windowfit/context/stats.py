@@ -187,7 +187,7 @@ class Stats:
         masked_from = plan.stats.get("masked_from")
         end = min(prev_end, masked_from) if isinstance(masked_from, int) else prev_end
         want, i = self.keep_recent, prev_end - 1
-        whole = self.windows.outputs.recent(plan.msgs) if want else set()
+        whole = self.windows.outputs.recent(plan.msgs, plan.cut) if want else set()
         while want and i >= plan.cut:  # outputs before the window are not sent anyway
             if plan.msgs[i].get("role") == "tool":
                 want -= 1

@@ -56,13 +56,15 @@ class ToolOutputCap:
         saved = max(0, (stats["original_tokens"] or 0) - stats["kept_tokens"])
         return {**msg, "content": result["preview"]}, saved, result["full_output_path"]
 
-    def recent(self, msgs: list[Message]) -> set[int]:
+    def recent(self, msgs: list[Message], lo: int = 0) -> set[int]:
         """Indices of the newest ``keep_recent_tool_outputs`` tool results: sent whole (up to
-        the low-water mark), as the agent is acting on them; older ones are cut to the cap."""
+        the low-water mark), as the agent is acting on them; older ones are cut to the cap.
+        Only positions from ``lo`` on are looked at (the callers ask about a window): a long
+        dialog without tool calls is not walked to its start on every call."""
         want = self.keep_recent
         found: set[int] = set()
         i = len(msgs) - 1
-        while want and i >= 0 and len(found) < want:
+        while want and i >= lo and len(found) < want:
             if msgs[i].get("role") == "tool":
                 found.add(i)
             i -= 1

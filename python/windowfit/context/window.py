@@ -92,7 +92,7 @@ class Windows:
         if plan.trunc_from < 0 or top < plan.trunc_from:
             # scan only the part not scanned yet in this call
             hi = plan.trunc_from if plan.trunc_from >= 0 else len(msgs)
-            whole = self.outputs.recent(msgs)
+            whole = self.outputs.recent(msgs, top)
             # a recent output is cut only when it alone is over the low-water mark (a window
             # just cut must still hold it; the final fit would otherwise drop its whole round)
             whole_cap = max(cap, plan.budget.low_water)

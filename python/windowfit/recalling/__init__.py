@@ -449,17 +449,18 @@ def _select(
             break
         if any(k in taken for k in range(cand.start, cand.end)):
             continue
+        if budget - used < MIN_UNIT_TOKENS:
+            break
+        # the cheap test first: counts are cached, a unit's terms are read from its text
+        plain = sum(counter.count_message(m) for m in msgs[cand.start : cand.end])
+        if used + plain > budget:
+            out.skipped.append({"start": cand.start, "reason": f"{plain} tokens do not fit"})
+            continue
         if excluded:
             terms = set(_core.recall_terms(_unit_text(msgs, cand.start, cand.end)))
             if terms and len(terms & excluded) >= 0.9 * len(terms):
                 out.skipped.append({"start": cand.start, "reason": "already in the summary"})
                 continue
-        if budget - used < MIN_UNIT_TOKENS:
-            break
-        plain = sum(counter.count_message(m) for m in msgs[cand.start : cand.end])
-        if used + plain > budget:
-            out.skipped.append({"start": cand.start, "reason": f"{plain} tokens do not fit"})
-            continue
         date = dates.at(cand.start)
         # the stamp speaks the unit's language, so a kept block is rebuilt identically
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
