@@ -97,7 +97,13 @@ class Planner:
             self._plan_sliding(plan, loaded.summarized, summarizer)
         return plan
 
-    def _decide(self, plan: Plan, summarizer: Summarizer | None) -> StrategyDecision:
+    def _decide(
+        self, plan: Plan, summarizer: Summarizer | None, catching_up: bool = False
+    ) -> StrategyDecision:
+        """Summarize or truncate. ``catching_up``: finishing the fold of a long import, where
+        the frequency limit (against a summary remade on every cut) does not apply: under it
+        an import of 10,000 messages took ~160 calls to fold, its middle neither sent nor in
+        the summary meanwhile."""
         st = plan.state
         if summarizer is None:
             return StrategyDecision("truncate", "no summarizer configured")
@@ -119,6 +125,8 @@ class Planner:
                 "truncate", f"summary budget too small ({plan.budget.summary_budget} tokens)"
             )
         recent = sum(1 for t in st["summary_turns"] if t > st["turn"] - RECENT_SUMMARY_WINDOW)
+        if catching_up:
+            recent = 0
         content = plan.stats["tokens_full"] - plan.budget.system_tokens - plan.stats["tokens_tools"]
         return choose_strategy(
             preference=self.settings.preference,
@@ -226,7 +234,7 @@ class Planner:
         (a long imported history is folded a share per call), the cut staying put."""
         if not getattr(summarizer, "inline", False):
             return False
-        decision = self._decide(plan, summarizer)
+        decision = self._decide(plan, summarizer, catching_up=True)
         if decision.strategy != "summarize":
             return False
         plan.job = self._make_job(plan, s, cut, summarizer)
