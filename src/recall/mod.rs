@@ -20,6 +20,10 @@ pub const MAX_QUERY_BYTES: usize = 64 * 1024;
 /// The rarest distinct terms of a query that are scored.
 pub const MAX_QUERY_TERMS: usize = 256;
 
+/// A query term held by more than this share of the indexed messages (once there are
+/// [`COMMON_MIN_DOCS`]) is a common word of this history ("thanks", "help"): it scores nothing.
+pub const COMMON_SHARE: f32 = 0.25;
+pub const COMMON_MIN_DOCS: usize = 64;
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
@@ -236,7 +240,11 @@ impl RecallIndex {
         }
         let n = self.live as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
+        let common = if self.live >= COMMON_MIN_DOCS { COMMON_SHARE * n } else { f32::INFINITY };
         for (term, df) in self.query_terms(query) {
+            if df as f32 > common {
+                continue;
+            }
             let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
             for &(slot, tf) in &self.postings[&term] {
                 let len = self.docs[slot as usize].as_ref().map_or(avg, |d| d.len as f32);
@@ -332,6 +340,26 @@ mod tests {
         assert_eq!(best("What did I cook on April 30?"), slots[2]);
         assert_eq!(best("Which parrot did we adopt?"), slots[0]);
         assert_eq!(best("我推荐的科幻电影"), slots[4]);
+    }
+
+    #[test]
+    fn a_word_common_to_this_history_scores_nothing() {
+        // 100 messages: "thanks" in 30 of them (over a quarter), "kyoto" in one
+        let texts: Vec<String> = (0..100)
+            .map(|i| match i {
+                7 => "the Kyoto trip is on May 3, thanks".to_string(),
+                i if i % 10 < 3 => format!("thanks, message {i} about lunch"),
+                i => format!("message {i} about the weather"),
+            })
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let (ix, slots) = index(&refs);
+        assert!(ix.score("thanks!").is_empty(), "a common word alone matches nothing");
+        let kyoto = ix.score("thanks, when is the Kyoto trip?");
+        assert_eq!(kyoto.keys().collect::<Vec<_>>(), [&slots[7]], "not the 30 thanks: {kyoto:?}");
+        // under COMMON_MIN_DOCS messages every term scores (textbook BM25)
+        let (small, _) = index(&refs[..40]);
+        assert!(!small.score("thanks!").is_empty());
     }
 
     #[test]
