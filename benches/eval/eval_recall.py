@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -148,12 +149,18 @@ def _named_date(question: str) -> str | None:
 def _proxy_answer(
     question: str, exchanges: list[tuple[str, str]], zh: bool, df: Tally[str]
 ) -> tuple[str, ...]:
-    """The rarest content words of the exchange sharing most content words with the question
-    (on the day it names), that the question does not hold."""
+    """The rarest content words of the exchange sharing the most with the question (on the
+    day it names), that the question does not hold. Shared words weigh by their rarity (idf):
+    counted plainly, a greeting sharing "went" and "movie" beat the exchange naming the film."""
     q = set(_content_words(question, zh))
     day = _named_date(question)
     pool = [(d, t) for d, t in exchanges if day is None or d == day] or exchanges
-    best = max(pool, key=lambda e: len(q & set(_content_words(e[1], zh))))
+    n = len(exchanges)
+
+    def shared(e: tuple[str, str]) -> float:
+        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in q & set(_content_words(e[1], zh)))
+
+    best = max(pool, key=shared)
     words = [w for w in dict.fromkeys(_content_words(best[1], zh)) if w not in q]
     words.sort(key=lambda w: (df[w], w))
     return tuple(words[:6])
