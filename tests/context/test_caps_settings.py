@@ -98,6 +98,14 @@ def test_min_messages_before_summary_holds_summaries_back() -> None:
     assert "min_messages_before_summary" in p.stats["strategy_reason"]
 
 
+def assert_within_caps(sent: list[Any], max_messages: Any, max_turns: Any) -> None:
+    convo = [m for m in sent if m.get("role") not in ("system", "developer")]
+    if max_messages is not None:
+        assert len(convo) <= max_messages
+    if max_turns is not None:
+        assert sum(m.get("role") == "user" for m in convo) <= max_turns
+
+
 @pytest.mark.parametrize(("max_messages", "max_turns"), [(10, None), (None, 3), (7, 2)])
 def test_manager_caps_bound_the_conversation_sent(max_messages: Any, max_turns: Any) -> None:
     history = conversation(30, words=5)  # small: the budget alone would keep everything
@@ -106,11 +114,7 @@ def test_manager_caps_bound_the_conversation_sent(max_messages: Any, max_turns: 
     )
     p = cm.prepare(history)
     check_prompt(cm, history, p)
-    convo = [m for m in p.messages if m.get("role") not in ("system", "developer")]
-    if max_messages is not None:
-        assert len(convo) <= max_messages
-    if max_turns is not None:
-        assert sum(m.get("role") == "user" for m in convo) <= max_turns
+    assert_within_caps(p.messages, max_messages, max_turns)
     assert p.messages[0] is history[0] and history[0] == SYSTEM
     uncapped = ContextManager(model="gpt-4o", summarizer="none").prepare(history)
     assert len(uncapped.messages) == len(history)
@@ -126,11 +130,7 @@ def test_recall_keeps_within_the_conversation_caps(max_messages: Any, max_turns:
     )
     p = cm.prepare(history)
     check_prompt(cm, history, p)
-    convo = [m for m in p.messages if m.get("role") not in ("system", "developer")]
-    if max_messages is not None:
-        assert len(convo) <= max_messages
-    if max_turns is not None:
-        assert sum(m.get("role") == "user" for m in convo) <= max_turns
+    assert_within_caps(p.messages, max_messages, max_turns)
     uncapped = ContextManager(model="gpt-4o", summarizer="none", max_messages=40)
     assert uncapped.prepare(history).stats["recalled"], "the question is about evicted turns"
 
