@@ -600,7 +600,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for item in args.manager:
         key, _, value = item.partition("=")
-        MANAGER_ARGS[key.strip()] = json.loads(value) if value.strip() else None
+        try:
+            MANAGER_ARGS[key.strip()] = json.loads(value) if value.strip() else None
+        except json.JSONDecodeError:
+            parser.error(f"--manager {item}: the value is JSON (false, 0.3, \"text\")")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
