@@ -85,6 +85,17 @@ fn merge_short(piece: &[u8], rank: &impl Fn(&[u8]) -> Option<u32>, parts: &mut [
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
 pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for end in long_ends(piece, rank) {
+        parts.push(&piece[start..end]);
+        start = end;
+    }
+    parts
+}
+
+/// Where the parts of [`merge_long`] end, in order (the last is `piece.len()`).
+fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -94,9 +105,9 @@ pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32
     const MAX: usize = u32::MAX as usize;
     if piece.len() > MAX {
         let (a, b) = piece.split_at(MAX);
-        let mut parts = merge_long(a, rank);
-        parts.extend(merge_long(b, rank));
-        return parts;
+        let mut ends = long_ends(a, rank);
+        ends.extend(long_ends(b, rank).into_iter().map(|e| e + MAX));
+        return ends;
     }
     let n = piece.len() as u32;
     // Part i spans [i, end[i]); prev links the live parts by their start.
@@ -138,13 +149,112 @@ pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32
             }
         }
     }
-    let mut parts = Vec::new();
+    let mut ends = Vec::with_capacity(piece.len() / 2 + 1);
     let mut i = 0;
     while i < n {
-        parts.push(&piece[i as usize..end[i as usize] as usize]);
         i = end[i as usize];
+        ends.push(i as usize);
     }
-    parts
+    ends
+}
+
+/// Pieces at least this long are merged in blocks ([`merge_blocked`]).
+pub const BLOCKED_PIECE: usize = 64 << 10;
+/// A block's stride, and how far past the next block's start it is merged.
+const BLOCK: usize = 16 << 10;
+const OVERLAP: usize = 1 << 10;
+
+/// The merge of a long piece (a megabyte of one letter, DNA, base64: no break point, one
+/// pre-tokenizer piece) in blocks of about [`BLOCK`] bytes, each merged alone on a heap that
+/// stays in cache, so the cost is linear in the piece. Calls `part(end)` for each part's end,
+/// in order, and returns true; false when two blocks did not agree on a part (what was
+/// reported must then be dropped and the piece merged whole).
+///
+/// Exact by three properties of byte-pair encoding (the `bpe` crate's README proves them for
+/// vocabularies whose every token is the merge of two earlier ones, as tiktoken's are): a
+/// text has exactly one valid encoding (the merge's result); any run of consecutive tokens
+/// of a valid encoding is the valid encoding of its bytes; two valid encodings that share a
+/// token, one ending with it and the other starting with it, join into a valid encoding.
+/// Each block overlaps the next by at least [`OVERLAP`] bytes; the next block starts at a
+/// part boundary of this one and the two are joined at the first part they share (same start
+/// and end). Consecutive blocks of the same bytes (a run of one letter) are merged once.
+pub(crate) fn merge_blocked(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>, part: &mut dyn FnMut(usize)) -> bool {
+    let n = piece.len();
+    let merge =
+        |s: usize, e: usize| -> Vec<usize> { long_ends(&piece[s..e], rank).into_iter().map(|x| x + s).collect() };
+    let (mut s, mut e) = (0, (BLOCK + OVERLAP).min(n));
+    let mut cur = merge(s, e);
+    // Parts up to `from` were reported; `from` starts a part of `cur`.
+    let mut from = 0;
+    loop {
+        if e == n {
+            cur.iter().filter(|&&x| x > from).for_each(|&x| part(x));
+            return true;
+        }
+        // The next block starts at this one's last part boundary at or before s + BLOCK.
+        let k = cur.partition_point(|&x| x <= s + BLOCK);
+        let next_s = match k.checked_sub(1).map(|i| cur[i]) {
+            Some(b) if b > from => b,
+            _ => return false,
+        };
+        let next_e = (next_s + BLOCK + OVERLAP).min(n);
+        let next = if next_e - next_s == e - s && piece[next_s..next_e] == piece[s..e] {
+            cur.iter().map(|&x| x - s + next_s).collect()
+        } else {
+            merge(next_s, next_e)
+        };
+        let Some(p) = first_shared_part(&cur[k - 1..], next_s, &next) else { return false };
+        cur.iter().filter(|&&x| x > from && x <= p).for_each(|&x| part(x));
+        from = p;
+        (s, e, cur) = (next_s, next_e, next);
+    }
+}
+
+/// The start of the first part two merges share: `a` lists one's part boundaries from
+/// `start` on (`a[0] == start`), `b_ends` the other's part ends, its first part starting at
+/// `start`.
+fn first_shared_part(a: &[usize], start: usize, b_ends: &[usize]) -> Option<usize> {
+    let b = |j: usize| if j == 0 { start } else { b_ends[j - 1] };
+    let b_len = b_ends.len() + 1;
+    let (mut i, mut j) = (0, 0);
+    // a[i] == b(j): a boundary both have
+    while i + 1 < a.len() && j + 1 < b_len {
+        if a[i + 1] == b(j + 1) {
+            return Some(a[i]);
+        }
+        (i, j) = (i + 1, j + 1);
+        while a[i] != b(j) {
+            if a[i] < b(j) {
+                i += 1;
+                if i == a.len() {
+                    return None;
+                }
+            } else {
+                j += 1;
+                if j == b_len {
+                    return None;
+                }
+            }
+        }
+    }
+    None
+}
+
+/// How many parts `piece` has: [`merge_blocked`] when it is long, else one heap merge.
+pub fn count_blocked(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Option<usize> {
+    let mut n = 0;
+    merge_blocked(piece, rank, &mut |_| n += 1).then_some(n)
+}
+
+/// The parts of a long piece by [`merge_blocked`]; `None` when its blocks did not agree.
+pub fn split_blocked<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Option<Vec<&'p [u8]>> {
+    let mut parts = Vec::with_capacity(piece.len() / 3);
+    let mut start = 0;
+    merge_blocked(piece, rank, &mut |end| {
+        parts.push(&piece[start..end]);
+        start = end;
+    })
+    .then_some(parts)
 }
 
 #[cfg(test)]
@@ -180,5 +290,63 @@ mod tests {
                 assert_eq!(merge_long(&piece, &rank), expected);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod blocked_tests {
+    use super::*;
+    use crate::tokenize::engine::split::tests::xorshift;
+    use crate::tokenize::engine::Vocab;
+
+    /// Long break-free pieces of the kinds that reach the blocked merge: one letter, DNA,
+    /// base64 (of zeros and of random bytes), random letters, Han, spaces, arbitrary bytes.
+    fn pieces(len: usize) -> Vec<(String, Vec<u8>)> {
+        let mut next = xorshift();
+        let mut out: Vec<(String, Vec<u8>)> = ["z", "AAAA", " ", "中", "ab", "xyz"]
+            .iter()
+            .map(|u| (format!("{u:?}*"), u.repeat(len / u.len()).into_bytes()))
+            .collect();
+        for (name, alphabet) in [
+            ("dna", "ACGT"),
+            ("base64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"),
+            ("letters", "abcdefghijklmnopqrstuvwxyzéàü"),
+            ("han", "中文字的一是不了人我在有他这为之大来以个"),
+            ("ab", "ab"),
+        ] {
+            let chars: Vec<char> = alphabet.chars().collect();
+            let s: String = (0..len).map(|_| chars[(next() % chars.len() as u64) as usize]).collect();
+            out.push((name.to_string(), s.into_bytes()));
+        }
+        out.push(("bytes".to_string(), (0..len).map(|_| next() as u8).collect()));
+        out
+    }
+
+    #[test]
+    fn blocked_merge_equals_one_heap_merge() {
+        for packed in
+            [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]]
+        {
+            let vocab = Vocab::unpack(packed);
+            let rank = |b: &[u8]| vocab.rank(b);
+            // lengths around the block sizes, and many blocks
+            for len in [BLOCKED_PIECE, BLOCK + OVERLAP + 1, 3 * BLOCK + 7, 200_003] {
+                for (name, piece) in pieces(len) {
+                    let whole = merge_long(&piece, &rank);
+                    let blocked = split_blocked(&piece, &rank).unwrap_or_else(|| panic!("{name} {len}: no seam"));
+                    assert!(blocked == whole, "{name} {len}: blocked merge differs");
+                    assert_eq!(count_blocked(&piece, &rank), Some(whole.len()), "{name} {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shared_part_is_found_where_both_merges_cut_alike() {
+        // a: parts [10,12) [12,15) [15,20); b: [10,13) [13,15) [15,20)
+        assert_eq!(first_shared_part(&[10, 12, 15, 20], 10, &[13, 15, 20]), Some(15));
+        assert_eq!(first_shared_part(&[10, 12, 15], 10, &[12, 15]), Some(10));
+        assert_eq!(first_shared_part(&[10, 12, 14], 10, &[11, 13, 14]), None);
+        assert_eq!(first_shared_part(&[10], 10, &[12]), None);
     }
 }
