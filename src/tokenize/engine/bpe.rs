@@ -163,6 +163,9 @@ pub const BLOCKED_PIECE: usize = 64 << 10;
 /// A block's stride, and how far past the next block's start it is merged.
 const BLOCK: usize = 16 << 10;
 const OVERLAP: usize = 1 << 10;
+/// Pieces at least this long have their blocks merged ahead on all cores, this many at a time.
+const PARALLEL_BLOCKED: usize = 1 << 20;
+const AHEAD: usize = 64;
 
 /// The merge of a long piece (a megabyte of one letter, DNA, base64: no break point, one
 /// pre-tokenizer piece) in blocks of about [`BLOCK`] bytes, each merged alone on a heap that
@@ -175,79 +178,115 @@ const OVERLAP: usize = 1 << 10;
 /// text has exactly one valid encoding (the merge's result); any run of consecutive tokens
 /// of a valid encoding is the valid encoding of its bytes; two valid encodings that share a
 /// token, one ending with it and the other starting with it, join into a valid encoding.
-/// Each block overlaps the next by at least [`OVERLAP`] bytes; the next block starts at a
-/// part boundary of this one and the two are joined at the first part they share (same start
-/// and end). Consecutive blocks of the same bytes (a run of one letter) are merged once.
-pub(crate) fn merge_blocked(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>, part: &mut dyn FnMut(usize)) -> bool {
+/// Each block overlaps the next by at least [`OVERLAP`] bytes and the two are joined at the
+/// first part they share (same start and end). Long pieces have blocks at every multiple of
+/// [`BLOCK`] merged ahead in parallel; where such a block does not meet the one before it
+/// (a run of one letter whose parts repeat with a period the stride does not hold), the
+/// next block starts at a part boundary of the one before instead, and consecutive blocks
+/// of the same bytes are merged once.
+pub(crate) fn merge_blocked(
+    piece: &[u8],
+    rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync),
+    part: &mut dyn FnMut(usize),
+) -> bool {
     let n = piece.len();
-    let merge =
-        |s: usize, e: usize| -> Vec<usize> { long_ends(&piece[s..e], rank).into_iter().map(|x| x + s).collect() };
-    let (mut s, mut e) = (0, (BLOCK + OVERLAP).min(n));
-    let mut cur = merge(s, e);
-    // Parts up to `from` were reported; `from` starts a part of `cur`.
+    // A block's part boundaries, its start first and its end last.
+    let merge = |s: usize| -> Vec<usize> {
+        let e = (s + BLOCK + OVERLAP).min(n);
+        std::iter::once(s).chain(long_ends(&piece[s..e], rank).into_iter().map(|x| x + s)).collect()
+    };
+    let parallel = n >= PARALLEL_BLOCKED && crate::parallel::threads() > 1;
+    // Blocks at multiples of BLOCK, merged ahead.
+    let mut ahead: std::collections::VecDeque<Vec<usize>> = Default::default();
+    let mut cur = merge(0);
+    // Parts up to `from` were reported; `from` is a boundary of `cur`.
     let mut from = 0;
     loop {
+        let (s, e) = (cur[0], cur[cur.len() - 1]);
         if e == n {
             cur.iter().filter(|&&x| x > from).for_each(|&x| part(x));
             return true;
         }
-        // The next block starts at this one's last part boundary at or before s + BLOCK.
-        let k = cur.partition_point(|&x| x <= s + BLOCK);
-        let next_s = match k.checked_sub(1).map(|i| cur[i]) {
-            Some(b) if b > from => b,
-            _ => return false,
-        };
-        let next_e = (next_s + BLOCK + OVERLAP).min(n);
-        let next = if next_e - next_s == e - s && piece[next_s..next_e] == piece[s..e] {
-            cur.iter().map(|&x| x - s + next_s).collect()
-        } else {
-            merge(next_s, next_e)
-        };
-        let Some(p) = first_shared_part(&cur[k - 1..], next_s, &next) else { return false };
+        let mut joined = None;
+        if parallel {
+            while ahead.front().is_some_and(|b| b[0] <= s) {
+                ahead.pop_front();
+            }
+            if ahead.is_empty() {
+                let first = (s / BLOCK + 1) * BLOCK;
+                let starts: Vec<usize> = (0..AHEAD).map(|k| first + k * BLOCK).take_while(|&x| x < n).collect();
+                let bytes = |x: usize| &piece[x..(x + BLOCK + OVERLAP).min(n)];
+                // A block of the same bytes as the one before is that merge, shifted.
+                let same: Vec<bool> =
+                    (0..starts.len()).map(|k| k > 0 && bytes(starts[k]) == bytes(starts[k - 1])).collect();
+                use rayon::prelude::*;
+                let merged: Vec<Option<Vec<usize>>> = crate::parallel::install(|| {
+                    starts.par_iter().zip(&same).map(|(&x, &same)| (!same).then(|| merge(x))).collect()
+                });
+                for (k, m) in merged.into_iter().enumerate() {
+                    let block = m.unwrap_or_else(|| {
+                        let prev: &Vec<usize> = &ahead[k - 1];
+                        prev.iter().map(|&x| x - starts[k - 1] + starts[k]).collect()
+                    });
+                    ahead.push_back(block);
+                }
+            }
+            if let Some(next) = ahead.front().filter(|b| b[0] >= s + BLOCK / 2 && b[0] > from) {
+                let k = cur.partition_point(|&x| x < next[0]);
+                if let Some(p) = first_shared_part(&cur[k..], next).filter(|&p| p > from) {
+                    joined = Some((p, ahead.pop_front().unwrap()));
+                }
+            }
+        }
+        if joined.is_none() {
+            // The next block starts at this one's last part boundary at or before s + BLOCK.
+            let k = cur.partition_point(|&x| x <= s + BLOCK) - 1;
+            let next_s = cur[k];
+            if next_s <= from {
+                return false;
+            }
+            let next_e = (next_s + BLOCK + OVERLAP).min(n);
+            let next = if next_e - next_s == e - s && piece[next_s..next_e] == piece[s..e] {
+                cur.iter().map(|&x| x - s + next_s).collect()
+            } else {
+                merge(next_s)
+            };
+            let Some(p) = first_shared_part(&cur[k..], &next) else { return false };
+            joined = Some((p, next));
+        }
+        let (p, next) = joined.unwrap();
         cur.iter().filter(|&&x| x > from && x <= p).for_each(|&x| part(x));
         from = p;
-        (s, e, cur) = (next_s, next_e, next);
+        cur = next;
     }
 }
 
-/// The start of the first part two merges share: `a` lists one's part boundaries from
-/// `start` on (`a[0] == start`), `b_ends` the other's part ends, its first part starting at
-/// `start`.
-fn first_shared_part(a: &[usize], start: usize, b_ends: &[usize]) -> Option<usize> {
-    let b = |j: usize| if j == 0 { start } else { b_ends[j - 1] };
-    let b_len = b_ends.len() + 1;
+/// The start of the first part two merges share (the same start and end): `a` and `b` list
+/// their part boundaries in order.
+fn first_shared_part(a: &[usize], b: &[usize]) -> Option<usize> {
     let (mut i, mut j) = (0, 0);
-    // a[i] == b(j): a boundary both have
-    while i + 1 < a.len() && j + 1 < b_len {
-        if a[i + 1] == b(j + 1) {
+    while i + 1 < a.len() && j + 1 < b.len() {
+        if a[i] < b[j] {
+            i += 1;
+        } else if a[i] > b[j] {
+            j += 1;
+        } else if a[i + 1] == b[j + 1] {
             return Some(a[i]);
-        }
-        (i, j) = (i + 1, j + 1);
-        while a[i] != b(j) {
-            if a[i] < b(j) {
-                i += 1;
-                if i == a.len() {
-                    return None;
-                }
-            } else {
-                j += 1;
-                if j == b_len {
-                    return None;
-                }
-            }
+        } else {
+            (i, j) = (i + 1, j + 1);
         }
     }
     None
 }
 
 /// How many parts `piece` has: [`merge_blocked`] when it is long, else one heap merge.
-pub fn count_blocked(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Option<usize> {
+pub fn count_blocked(piece: &[u8], rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync)) -> Option<usize> {
     let mut n = 0;
     merge_blocked(piece, rank, &mut |_| n += 1).then_some(n)
 }
 
 /// The parts of a long piece by [`merge_blocked`]; `None` when its blocks did not agree.
-pub fn split_blocked<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Option<Vec<&'p [u8]>> {
+pub fn split_blocked<'p>(piece: &'p [u8], rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync)) -> Option<Vec<&'p [u8]>> {
     let mut parts = Vec::with_capacity(piece.len() / 3);
     let mut start = 0;
     merge_blocked(piece, rank, &mut |end| {
@@ -330,8 +369,11 @@ mod blocked_tests {
             let vocab = Vocab::unpack(packed);
             let rank = |b: &[u8]| vocab.rank(b);
             // lengths around the block sizes, and many blocks
-            for len in [BLOCKED_PIECE, BLOCK + OVERLAP + 1, 3 * BLOCK + 7, 200_003] {
+            for len in [BLOCKED_PIECE, BLOCK + OVERLAP + 1, 3 * BLOCK + 7, 200_003, PARALLEL_BLOCKED + 3 * BLOCK + 7] {
                 for (name, piece) in pieces(len) {
+                    if len > PARALLEL_BLOCKED && !["\"z\"*", "\"xyz\"*", "dna", "letters"].contains(&name.as_str()) {
+                        continue; // blocks merged ahead in parallel: a few kinds (the heap merge is slow)
+                    }
                     let whole = merge_long(&piece, &rank);
                     let blocked = split_blocked(&piece, &rank).unwrap_or_else(|| panic!("{name} {len}: no seam"));
                     assert!(blocked == whole, "{name} {len}: blocked merge differs");
@@ -344,9 +386,10 @@ mod blocked_tests {
     #[test]
     fn shared_part_is_found_where_both_merges_cut_alike() {
         // a: parts [10,12) [12,15) [15,20); b: [10,13) [13,15) [15,20)
-        assert_eq!(first_shared_part(&[10, 12, 15, 20], 10, &[13, 15, 20]), Some(15));
-        assert_eq!(first_shared_part(&[10, 12, 15], 10, &[12, 15]), Some(10));
-        assert_eq!(first_shared_part(&[10, 12, 14], 10, &[11, 13, 14]), None);
-        assert_eq!(first_shared_part(&[10], 10, &[12]), None);
+        assert_eq!(first_shared_part(&[10, 12, 15, 20], &[10, 13, 15, 20]), Some(15));
+        assert_eq!(first_shared_part(&[10, 12, 15], &[10, 12, 15]), Some(10));
+        assert_eq!(first_shared_part(&[10, 12, 14], &[10, 11, 13, 14]), None);
+        assert_eq!(first_shared_part(&[8, 10, 12], &[9, 10, 12]), Some(10));
+        assert_eq!(first_shared_part(&[10], &[10, 12]), None);
     }
 }
