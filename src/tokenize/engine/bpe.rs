@@ -110,27 +110,31 @@ fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
         return ends;
     }
     let n = piece.len() as u32;
-    // Part i spans [i, end[i]); prev links the live parts by their start.
+    // Part i spans [i, end[i]); prev links the live parts by their start; cand[i] is the
+    // rank of the pair part i starts (NONE: none, or i is no longer a part's start). A pair's
+    // rank names its bytes, so a heap entry (rank, start) is current iff cand[start] == rank,
+    // and entries are one u64 (rank, then start: the leftmost of equal ranks first).
     let mut end: Vec<u32> = (1..=n).collect();
     let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut live = vec![true; n as usize];
+    let mut cand = vec![NONE; n as usize];
     let rank_of = |a: u32, b_end: u32| rank(&piece[a as usize..b_end as usize]);
-    let mut heap = BinaryHeap::new();
+    let key = |r: u32, start: u32| Reverse((u64::from(r) << 32) | u64::from(start));
+    let mut initial = Vec::with_capacity(n as usize);
     for i in 0..n.saturating_sub(1) {
         if let Some(r) = rank_of(i, i + 2) {
-            heap.push(Reverse((r, i, i + 2)));
+            cand[i as usize] = r;
+            initial.push(key(r, i));
         }
     }
-    while let Some(Reverse((_, start, pair_end))) = heap.pop() {
-        // Valid only if `start` is live and its pair still spans exactly [start, pair_end).
-        if !live[start as usize] {
-            continue;
+    let mut heap = BinaryHeap::from(initial);
+    while let Some(Reverse(k)) = heap.pop() {
+        let (r, start) = ((k >> 32) as u32, k as u32);
+        if cand[start as usize] != r {
+            continue; // stale: the pair changed since
         }
         let mid = end[start as usize];
-        if mid >= n || end[mid as usize] != pair_end || !live[mid as usize] {
-            continue;
-        }
-        live[mid as usize] = false;
+        let pair_end = end[mid as usize];
+        cand[mid as usize] = NONE;
         end[start as usize] = pair_end;
         if pair_end < n {
             prev[pair_end as usize] = start;
@@ -138,14 +142,17 @@ fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
         // New candidate pairs: (prev, merged) and (merged, next).
         let p = prev[start as usize];
         if p < n {
-            if let Some(r) = rank_of(p, pair_end) {
-                heap.push(Reverse((r, p, pair_end)));
+            cand[p as usize] = rank_of(p, pair_end).unwrap_or(NONE);
+            if cand[p as usize] != NONE {
+                heap.push(key(cand[p as usize], p));
             }
         }
+        cand[start as usize] = NONE;
         if pair_end < n {
             let next_end = end[pair_end as usize];
-            if let Some(r) = rank_of(start, next_end) {
-                heap.push(Reverse((r, start, next_end)));
+            cand[start as usize] = rank_of(start, next_end).unwrap_or(NONE);
+            if cand[start as usize] != NONE {
+                heap.push(key(cand[start as usize], start));
             }
         }
     }
