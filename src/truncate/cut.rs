@@ -168,6 +168,24 @@ impl Side {
         true
     }
 
+    /// [`Side::bounded_giant`] for the tail walk: the piece `text[s..e]` ends where the walked
+    /// pieces start (or at the text's end), a true piece boundary, but the window's start may
+    /// have cut it; when its length alone is more tokens than are left to `budget`, it is
+    /// recorded as it stands with that lower bound as its count, and the walk ends there. The
+    /// cut falls inside it and the result is re-counted exactly, so a tail cut of a text
+    /// without break points reads only the window it keeps, not the whole piece.
+    fn bounded_giant_tail(&mut self, ctx: &Ctx<'_>, budget: usize, acc: usize, s: usize, e: usize) -> bool {
+        let Some(longest) = ctx.backend.longest_token() else { return false };
+        // 4: the window's split may end the piece a lookahead's char off the true one.
+        let lower = (e - s).saturating_sub(4) / longest;
+        // Twice the room: growing the cut later (into room the marker left) stays inside.
+        if lower <= budget.saturating_sub(acc).saturating_mul(2).saturating_add(16) {
+            return false;
+        }
+        self.spans.push(Span { start: s, end: e, before: acc, cnt: lower });
+        true
+    }
+
     /// Walk pieces from the end while they fit `budget` tokens, plus the piece that crosses,
     /// never before `floor`. Only a window near the end is split: it starts at a char boundary
     /// sized from the budget and doubles while the walk would reach its first pieces (which may
@@ -190,6 +208,9 @@ impl Side {
             let mut short = false;
             for (j, &(s, e)) in bounds.iter().enumerate().rev() {
                 if !trusted && j < UNTRUSTED_WINDOW_PIECES {
+                    if self.bounded_giant_tail(ctx, budget, acc, s, e) {
+                        return;
+                    }
                     short = true;
                     break;
                 }

@@ -1159,3 +1159,26 @@ fn a_head_cut_inside_one_huge_piece_reads_only_what_it_keeps() {
         assert!(read < 2 << 20, "{unit}: {read} bytes counted or encoded for a 2,000-token head");
     }
 }
+
+#[test]
+fn a_tail_cut_inside_one_huge_piece_reads_only_what_it_keeps() {
+    // The mirror of the head cut above: the tail walk's window doubled until it held the
+    // whole piece, which was then counted and encoded whole (seconds on 16 MB).
+    let reference = bpe_openai::o200k_base();
+    for unit in ["z", "ACGTTGCAAGTC", "AAAA"] {
+        let text = unit.repeat((4 << 20) / unit.len());
+        for direction in [Direction::Tail, Direction::HeadTail] {
+            let b = metered(crate::tokenize::OpenAiEncoding::get("o200k_base").unwrap());
+            let limits = Limits { max_tokens: Some(2000), ..Default::default() };
+            let opts = TruncateOptions { direction, ..Default::default() };
+            let r = truncate(&b, &text, &limits, &opts).unwrap();
+            assert_eq!(r.tokens, reference.count(&r.text), "{unit} {direction}: exact");
+            assert!(r.tokens <= 2000 && r.truncated, "{unit} {direction}: {}", r.tokens);
+            // near-maximal: one more char of the tail passes the budget (marker included)
+            let longer = format!("{}{}{}", &text[..r.head_end], DEFAULT_MARKER, &text[r.tail_start - 1..]);
+            assert!(reference.count(&longer) > 2000 - 4, "{unit} {direction}: {} tokens unused", 2000 - r.tokens);
+            let read = b.counted.load(Ordering::Relaxed) + b.encoded.load(Ordering::Relaxed);
+            assert!(read < 2 << 20, "{unit} {direction}: {read} bytes counted or encoded for 2,000 tokens");
+        }
+    }
+}

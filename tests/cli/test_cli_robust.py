@@ -132,3 +132,88 @@ def test_session_show_and_usage_escape_control_characters(
     assert main(["session", "show", "evil" + ESC, "--db", str(db), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["messages"][0]["content"] == "look" + ESC + "here\u202e"
+
+
+def test_a_head_cut_of_an_endless_stream_stops_once_its_head_is_settled(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """A head cut whose marker shows no count reads in chunks and stops reading once what it
+    keeps can no longer change: ``/dev/zero`` is cut well before the cap, in bounded memory,
+    to what a cut of any longer run of zeros gives."""
+    import windowfit as wf
+
+    zeros = endless_stdin(monkeypatch)
+    monkeypatch.setenv("WINDOWFIT_MAX_INPUT_BYTES", str(64 << 20))
+    assert main(["truncate", "-", "--max-tokens", "2000", "--marker", " […]"]) == 0
+    out = capsysbinary.readouterr()
+    assert zeros.served <= 16 << 20  # far below the 64 MiB cap
+    assert b"stopped reading after" in out.err
+    whole = wf.truncate("\0" * (24 << 20), 2000, counter=wf.Counter(model="gpt-4o"), marker=" […]")
+    assert out.out.decode() == whole.text and whole.tokens <= 2000
+
+
+def _inputs_for_streaming() -> dict[str, bytes]:
+    """Inputs of several MiB, read in 1 MiB chunks: multibyte characters (2, 3, 4 bytes) that
+    the chunk seams split, lines, text without break points, invalid UTF-8 on a seam."""
+    import random
+
+    rnd = random.Random(7)
+    log = "".join(
+        f"2026-01-01 worker-{i % 7} job {i} état {'中' * (i % 5)} 🙂\n" for i in range(200_000)
+    )
+    dna = "".join(rnd.choice("ACGT") for _ in range(6 << 20))
+    han = "上下文窗口需要精确计数" * 300_000
+    emoji = "🙂é" * 1_100_000
+    bad = bytearray(("word " * 1_200_000).encode())
+    bad[(1 << 20) - 1 : (1 << 20) + 1] = b"\xe4\xb8"  # a cut 3-byte char on the first seam
+    return {
+        "log": log.encode(),
+        "dna": dna.encode(),
+        "han": han.encode(),
+        "emoji": emoji.encode(),
+        "bad": bytes(bad),
+        "small": ("ü" * 300_000).encode(),  # read to its end: under the settling margin
+    }
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--max-tokens", "2000"],
+        ["--max-tokens", "500", "--lines"],
+        ["--max-lines", "30"],
+        ["--max-bytes", "10000", "--max-tokens", "3000"],
+    ],
+    ids=["tokens", "lines-mode", "max-lines", "bytes"],
+)
+def test_a_streamed_head_cut_equals_the_cut_of_the_whole_input(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes], options: list[str]
+) -> None:
+    import windowfit as wf
+
+    counter = wf.Counter(encoding="o200k_base")
+    stopped_early = 0
+    for name, raw in _inputs_for_streaming().items():
+        f = tmp_path / f"{name}.txt"
+        f.write_bytes(raw)
+        args = ["truncate", str(f), "--encoding", "o200k_base", "--marker", "\n[…]\n"]
+        assert main([*args, *options]) == 0, name
+        out = capsysbinary.readouterr()
+        text = raw.decode("utf-8", errors="replace")
+        limits = dict(zip(options[::2], options[1::2], strict=False))
+        whole = wf.truncate(
+            text,
+            int(limits["--max-tokens"]) if "--max-tokens" in limits else None,
+            counter=counter,
+            marker="\n[…]\n",
+            max_lines=int(limits["--max-lines"]) if "--max-lines" in limits else None,
+            max_bytes=int(limits["--max-bytes"]) if "--max-bytes" in limits else None,
+            lines="--lines" in options,
+        )
+        assert out.out.decode() == whole.text, name
+        # only a cut input may stop reading early, never the small one (under the margin)
+        stopped = b"stopped reading after" in out.err
+        assert not stopped or (whole.truncated and name != "small"), (name, out.err)
+        stopped_early += stopped
+        assert (b"not valid UTF-8" in out.err) == (name == "bad"), name
+    assert stopped_early >= 1  # the streamed path was taken, not only whole reads

@@ -367,3 +367,42 @@ def test_a_mebibyte_and_more_is_counted_like_tiktoken(encoding: str, direction: 
     # omitted = original - head - tail, each counted alone by the reference
     omitted = t.original_tokens - len(ref.encode_ordinary(head)) - len(ref.encode_ordinary(tail))
     assert t.omitted_tokens == omitted > 0
+
+
+def break_free_texts(n: int) -> dict[str, str]:
+    """Texts without break points, each one pre-tokenizer piece of ``n`` bytes or so: one
+    letter, DNA, base64 of zeros and of random bytes, random letters, Han, NUL bytes."""
+    import base64
+    import random
+
+    rnd = random.Random(28)
+    return {
+        "z": "z" * n,
+        "dna": "".join(rnd.choice("ACGT") for _ in range(n)),
+        "base64-zeros": base64.b64encode(bytes(n * 3 // 4)).decode(),
+        "base64-random": base64.b64encode(rnd.randbytes(n * 3 // 4)).decode().replace("/", "x"),
+        "letters": "".join(rnd.choice("abcdefghijklmnopqrstuvwxyzéü") for _ in range(n)),
+        "han": "".join(rnd.choice("上下文窗口需要精确计数") for _ in range(n // 3)),
+        "nul": "\0" * n,
+    }
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_break_free_texts_are_counted_and_cut_like_tiktoken(encoding: str) -> None:
+    """A piece of 64 KiB and more is merged in blocks joined where they share a token: its
+    count must equal tiktoken's ``encode_ordinary`` exactly, as must every cut's figures
+    (128 KiB: several blocks, and small enough for tiktoken's own merge to be quick)."""
+    from _corpus import tiktoken_cl100k, tiktoken_o200k
+
+    ref = tiktoken_cl100k() if encoding == "cl100k_base" else tiktoken_o200k()
+    counter = wf.Counter(encoding=encoding, cache_entries=0)
+    for name, text in break_free_texts(128 << 10).items():
+        ids = ref.encode_ordinary(text)
+        n = len(ids)
+        assert counter.count(text) == n, name
+        assert wf.Counter(encoding=encoding).encode(text) == ids, name
+        for direction in DIRECTIONS:
+            t = truncate(text, 2000, direction=direction, counter=counter, count_total=True)
+            assert t.original_tokens == n, (name, direction)
+            assert t.tokens == len(ref.encode_ordinary(t.text)) <= 2000, (name, direction)
+            assert t.tokens >= 2000 - 8, (name, direction)  # near-maximal

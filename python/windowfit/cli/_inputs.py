@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from windowfit.counting import Counter
 from windowfit.replay.history_io import FORMATS, History, load_history
@@ -17,6 +18,7 @@ __all__ = [
     "make_counter",
     "max_input_bytes",
     "read_bytes",
+    "read_chunks",
     "read_history",
     "read_text",
 ]
@@ -54,10 +56,10 @@ def max_input_bytes(value: int | None = None) -> int:
     return value
 
 
-def read_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of ``path`` (``-``: stdin), read in chunks and never more than the cap."""
+def read_chunks(path: str, limit: int | None = None) -> Iterator[bytes]:
+    """The bytes of ``path`` (``-``: stdin) in chunks of at most 1 MiB, never more than the
+    cap in all: a chunk past it raises ``CommandError`` instead. A caller may stop early."""
     cap = max_input_bytes(limit)
-    parts: list[bytes] = []
     size = 0
     try:
         with contextlib.ExitStack() as stack:
@@ -65,17 +67,21 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
             while True:
                 chunk = f.read(min(_CHUNK, cap + 1 - size))
                 if not chunk:
-                    break
-                parts.append(chunk)
+                    return
                 size += len(chunk)
                 if size > cap:
                     raise CommandError(
                         f"{path} holds more than {cap:,} bytes; raise --max-input-bytes "
                         "(or WINDOWFIT_MAX_INPUT_BYTES) or cut the input first"
                     )
+                yield chunk
     except OSError as e:
         raise CommandError(f"cannot read {path}: {e.strerror or e}", 1) from e
-    return b"".join(parts)
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (``-``: stdin), read in chunks and never more than the cap."""
+    return b"".join(read_chunks(path, limit))
 
 
 def read_text(path: str, limit: int | None = None) -> tuple[str, bool]:

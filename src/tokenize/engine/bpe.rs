@@ -85,6 +85,17 @@ fn merge_short(piece: &[u8], rank: &impl Fn(&[u8]) -> Option<u32>, parts: &mut [
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
 pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for end in long_ends(piece, rank) {
+        parts.push(&piece[start..end]);
+        start = end;
+    }
+    parts
+}
+
+/// Where the parts of [`merge_long`] end, in order (the last is `piece.len()`).
+fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -94,32 +105,36 @@ pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32
     const MAX: usize = u32::MAX as usize;
     if piece.len() > MAX {
         let (a, b) = piece.split_at(MAX);
-        let mut parts = merge_long(a, rank);
-        parts.extend(merge_long(b, rank));
-        return parts;
+        let mut ends = long_ends(a, rank);
+        ends.extend(long_ends(b, rank).into_iter().map(|e| e + MAX));
+        return ends;
     }
     let n = piece.len() as u32;
-    // Part i spans [i, end[i]); prev links the live parts by their start.
+    // Part i spans [i, end[i]); prev links the live parts by their start; cand[i] is the
+    // rank of the pair part i starts (NONE: none, or i is no longer a part's start). A pair's
+    // rank names its bytes, so a heap entry (rank, start) is current iff cand[start] == rank,
+    // and entries are one u64 (rank, then start: the leftmost of equal ranks first).
     let mut end: Vec<u32> = (1..=n).collect();
     let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
-    let mut live = vec![true; n as usize];
+    let mut cand = vec![NONE; n as usize];
     let rank_of = |a: u32, b_end: u32| rank(&piece[a as usize..b_end as usize]);
-    let mut heap = BinaryHeap::new();
+    let key = |r: u32, start: u32| Reverse((u64::from(r) << 32) | u64::from(start));
+    let mut initial = Vec::with_capacity(n as usize);
     for i in 0..n.saturating_sub(1) {
         if let Some(r) = rank_of(i, i + 2) {
-            heap.push(Reverse((r, i, i + 2)));
+            cand[i as usize] = r;
+            initial.push(key(r, i));
         }
     }
-    while let Some(Reverse((_, start, pair_end))) = heap.pop() {
-        // Valid only if `start` is live and its pair still spans exactly [start, pair_end).
-        if !live[start as usize] {
-            continue;
+    let mut heap = BinaryHeap::from(initial);
+    while let Some(Reverse(k)) = heap.pop() {
+        let (r, start) = ((k >> 32) as u32, k as u32);
+        if cand[start as usize] != r {
+            continue; // stale: the pair changed since
         }
         let mid = end[start as usize];
-        if mid >= n || end[mid as usize] != pair_end || !live[mid as usize] {
-            continue;
-        }
-        live[mid as usize] = false;
+        let pair_end = end[mid as usize];
+        cand[mid as usize] = NONE;
         end[start as usize] = pair_end;
         if pair_end < n {
             prev[pair_end as usize] = start;
@@ -127,24 +142,165 @@ pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32
         // New candidate pairs: (prev, merged) and (merged, next).
         let p = prev[start as usize];
         if p < n {
-            if let Some(r) = rank_of(p, pair_end) {
-                heap.push(Reverse((r, p, pair_end)));
+            cand[p as usize] = rank_of(p, pair_end).unwrap_or(NONE);
+            if cand[p as usize] != NONE {
+                heap.push(key(cand[p as usize], p));
             }
         }
+        cand[start as usize] = NONE;
         if pair_end < n {
             let next_end = end[pair_end as usize];
-            if let Some(r) = rank_of(start, next_end) {
-                heap.push(Reverse((r, start, next_end)));
+            cand[start as usize] = rank_of(start, next_end).unwrap_or(NONE);
+            if cand[start as usize] != NONE {
+                heap.push(key(cand[start as usize], start));
             }
         }
     }
-    let mut parts = Vec::new();
+    let mut ends = Vec::with_capacity(piece.len() / 2 + 1);
     let mut i = 0;
     while i < n {
-        parts.push(&piece[i as usize..end[i as usize] as usize]);
         i = end[i as usize];
+        ends.push(i as usize);
     }
-    parts
+    ends
+}
+
+/// Pieces at least this long are merged in blocks ([`merge_blocked`]).
+pub const BLOCKED_PIECE: usize = 64 << 10;
+/// A block's stride, and how far past the next block's start it is merged.
+const BLOCK: usize = 16 << 10;
+const OVERLAP: usize = 1 << 10;
+/// Pieces at least this long have their blocks merged ahead on all cores, this many at a time.
+const PARALLEL_BLOCKED: usize = 1 << 20;
+const AHEAD: usize = 64;
+
+/// The merge of a long piece (a megabyte of one letter, DNA, base64: no break point, one
+/// pre-tokenizer piece) in blocks of about [`BLOCK`] bytes, each merged alone on a heap that
+/// stays in cache, so the cost is linear in the piece. Calls `part(end)` for each part's end,
+/// in order, and returns true; false when two blocks did not agree on a part (what was
+/// reported must then be dropped and the piece merged whole).
+///
+/// Exact by three properties of byte-pair encoding (the `bpe` crate's README proves them for
+/// vocabularies whose every token is the merge of two earlier ones, as tiktoken's are): a
+/// text has exactly one valid encoding (the merge's result); any run of consecutive tokens
+/// of a valid encoding is the valid encoding of its bytes; two valid encodings that share a
+/// token, one ending with it and the other starting with it, join into a valid encoding.
+/// Each block overlaps the next by at least [`OVERLAP`] bytes and the two are joined at the
+/// first part they share (same start and end). Long pieces have blocks at every multiple of
+/// [`BLOCK`] merged ahead in parallel; where such a block does not meet the one before it
+/// (a run of one letter whose parts repeat with a period the stride does not hold), the
+/// next block starts at a part boundary of the one before instead, and consecutive blocks
+/// of the same bytes are merged once.
+pub(crate) fn merge_blocked(
+    piece: &[u8],
+    rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync),
+    part: &mut dyn FnMut(usize),
+) -> bool {
+    let n = piece.len();
+    // A block's part boundaries, its start first and its end last.
+    let merge = |s: usize| -> Vec<usize> {
+        let e = (s + BLOCK + OVERLAP).min(n);
+        std::iter::once(s).chain(long_ends(&piece[s..e], rank).into_iter().map(|x| x + s)).collect()
+    };
+    let parallel = n >= PARALLEL_BLOCKED && crate::parallel::threads() > 1;
+    // Blocks at multiples of BLOCK, merged ahead.
+    let mut ahead: std::collections::VecDeque<Vec<usize>> = Default::default();
+    let mut cur = merge(0);
+    // Parts up to `from` were reported; `from` is a boundary of `cur`.
+    let mut from = 0;
+    loop {
+        let (s, e) = (cur[0], cur[cur.len() - 1]);
+        if e == n {
+            cur.iter().filter(|&&x| x > from).for_each(|&x| part(x));
+            return true;
+        }
+        let mut joined = None;
+        if parallel {
+            while ahead.front().is_some_and(|b| b[0] <= s) {
+                ahead.pop_front();
+            }
+            if ahead.is_empty() {
+                let first = (s / BLOCK + 1) * BLOCK;
+                let starts: Vec<usize> = (0..AHEAD).map(|k| first + k * BLOCK).take_while(|&x| x < n).collect();
+                let bytes = |x: usize| &piece[x..(x + BLOCK + OVERLAP).min(n)];
+                // A block of the same bytes as the one before is that merge, shifted.
+                let same: Vec<bool> =
+                    (0..starts.len()).map(|k| k > 0 && bytes(starts[k]) == bytes(starts[k - 1])).collect();
+                use rayon::prelude::*;
+                let merged: Vec<Option<Vec<usize>>> = crate::parallel::install(|| {
+                    starts.par_iter().zip(&same).map(|(&x, &same)| (!same).then(|| merge(x))).collect()
+                });
+                for (k, m) in merged.into_iter().enumerate() {
+                    let block = m.unwrap_or_else(|| {
+                        let prev: &Vec<usize> = &ahead[k - 1];
+                        prev.iter().map(|&x| x - starts[k - 1] + starts[k]).collect()
+                    });
+                    ahead.push_back(block);
+                }
+            }
+            if let Some(next) = ahead.front().filter(|b| b[0] >= s + BLOCK / 2 && b[0] > from) {
+                let k = cur.partition_point(|&x| x < next[0]);
+                if let Some(p) = first_shared_part(&cur[k..], next).filter(|&p| p > from) {
+                    joined = Some((p, ahead.pop_front().unwrap()));
+                }
+            }
+        }
+        if joined.is_none() {
+            // The next block starts at this one's last part boundary at or before s + BLOCK.
+            let k = cur.partition_point(|&x| x <= s + BLOCK) - 1;
+            let next_s = cur[k];
+            if next_s <= from {
+                return false;
+            }
+            let next_e = (next_s + BLOCK + OVERLAP).min(n);
+            let next = if next_e - next_s == e - s && piece[next_s..next_e] == piece[s..e] {
+                cur.iter().map(|&x| x - s + next_s).collect()
+            } else {
+                merge(next_s)
+            };
+            let Some(p) = first_shared_part(&cur[k..], &next) else { return false };
+            joined = Some((p, next));
+        }
+        let (p, next) = joined.unwrap();
+        cur.iter().filter(|&&x| x > from && x <= p).for_each(|&x| part(x));
+        from = p;
+        cur = next;
+    }
+}
+
+/// The start of the first part two merges share (the same start and end): `a` and `b` list
+/// their part boundaries in order.
+fn first_shared_part(a: &[usize], b: &[usize]) -> Option<usize> {
+    let (mut i, mut j) = (0, 0);
+    while i + 1 < a.len() && j + 1 < b.len() {
+        if a[i] < b[j] {
+            i += 1;
+        } else if a[i] > b[j] {
+            j += 1;
+        } else if a[i + 1] == b[j + 1] {
+            return Some(a[i]);
+        } else {
+            (i, j) = (i + 1, j + 1);
+        }
+    }
+    None
+}
+
+/// How many parts `piece` has: [`merge_blocked`] when it is long, else one heap merge.
+pub fn count_blocked(piece: &[u8], rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync)) -> Option<usize> {
+    let mut n = 0;
+    merge_blocked(piece, rank, &mut |_| n += 1).then_some(n)
+}
+
+/// The parts of a long piece by [`merge_blocked`]; `None` when its blocks did not agree.
+pub fn split_blocked<'p>(piece: &'p [u8], rank: &(dyn Fn(&[u8]) -> Option<u32> + Sync)) -> Option<Vec<&'p [u8]>> {
+    let mut parts = Vec::with_capacity(piece.len() / 3);
+    let mut start = 0;
+    merge_blocked(piece, rank, &mut |end| {
+        parts.push(&piece[start..end]);
+        start = end;
+    })
+    .then_some(parts)
 }
 
 #[cfg(test)]
@@ -180,5 +336,67 @@ mod tests {
                 assert_eq!(merge_long(&piece, &rank), expected);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod blocked_tests {
+    use super::*;
+    use crate::tokenize::engine::split::tests::xorshift;
+    use crate::tokenize::engine::Vocab;
+
+    /// Long break-free pieces of the kinds that reach the blocked merge: one letter, DNA,
+    /// base64 (of zeros and of random bytes), random letters, Han, spaces, arbitrary bytes.
+    fn pieces(len: usize) -> Vec<(String, Vec<u8>)> {
+        let mut next = xorshift();
+        let mut out: Vec<(String, Vec<u8>)> = ["z", "AAAA", " ", "中", "ab", "xyz"]
+            .iter()
+            .map(|u| (format!("{u:?}*"), u.repeat(len / u.len()).into_bytes()))
+            .collect();
+        for (name, alphabet) in [
+            ("dna", "ACGT"),
+            ("base64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"),
+            ("letters", "abcdefghijklmnopqrstuvwxyzéàü"),
+            ("han", "中文字的一是不了人我在有他这为之大来以个"),
+            ("ab", "ab"),
+        ] {
+            let chars: Vec<char> = alphabet.chars().collect();
+            let s: String = (0..len).map(|_| chars[(next() % chars.len() as u64) as usize]).collect();
+            out.push((name.to_string(), s.into_bytes()));
+        }
+        out.push(("bytes".to_string(), (0..len).map(|_| next() as u8).collect()));
+        out
+    }
+
+    #[test]
+    fn blocked_merge_equals_one_heap_merge() {
+        for packed in
+            [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]]
+        {
+            let vocab = Vocab::unpack(packed);
+            let rank = |b: &[u8]| vocab.rank(b);
+            // lengths around the block sizes, and many blocks
+            for len in [BLOCKED_PIECE, BLOCK + OVERLAP + 1, 3 * BLOCK + 7, 200_003, PARALLEL_BLOCKED + 3 * BLOCK + 7] {
+                for (name, piece) in pieces(len) {
+                    if len > PARALLEL_BLOCKED && !["\"z\"*", "\"xyz\"*", "dna", "letters"].contains(&name.as_str()) {
+                        continue; // blocks merged ahead in parallel: a few kinds (the heap merge is slow)
+                    }
+                    let whole = merge_long(&piece, &rank);
+                    let blocked = split_blocked(&piece, &rank).unwrap_or_else(|| panic!("{name} {len}: no seam"));
+                    assert!(blocked == whole, "{name} {len}: blocked merge differs");
+                    assert_eq!(count_blocked(&piece, &rank), Some(whole.len()), "{name} {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shared_part_is_found_where_both_merges_cut_alike() {
+        // a: parts [10,12) [12,15) [15,20); b: [10,13) [13,15) [15,20)
+        assert_eq!(first_shared_part(&[10, 12, 15, 20], &[10, 13, 15, 20]), Some(15));
+        assert_eq!(first_shared_part(&[10, 12, 15], &[10, 12, 15]), Some(10));
+        assert_eq!(first_shared_part(&[10, 12, 14], &[10, 11, 13, 14]), None);
+        assert_eq!(first_shared_part(&[8, 10, 12], &[9, 10, 12]), Some(10));
+        assert_eq!(first_shared_part(&[10], &[10, 12]), None);
     }
 }

@@ -104,8 +104,8 @@ impl Engine {
         if self.rank(piece).is_some() {
             return 1;
         }
-        if piece.len() >= bpe::GIANT_PIECE {
-            return self.vocab.giant().count(piece);
+        if piece.len() >= bpe::BLOCKED_PIECE {
+            return self.count_huge(piece);
         }
         if piece.len() > LONG_CACHED {
             return bpe::count(piece, |b| self.rank(b));
@@ -123,6 +123,32 @@ impl Engine {
         }
         cache.long.insert(piece.into(), n as u32);
         n
+    }
+
+    /// Tokens of a piece of [`bpe::BLOCKED_PIECE`] bytes or more: merged in blocks, in linear
+    /// time; should two blocks not agree on a part, merged whole (the backtracking encoder
+    /// for giant pieces, whose memory is a few bits per byte, else the heap).
+    fn count_huge(&self, piece: &[u8]) -> usize {
+        if let Some(n) = bpe::count_blocked(piece, &|b| self.rank(b)) {
+            return n;
+        }
+        if piece.len() >= bpe::GIANT_PIECE {
+            return self.vocab.giant().count(piece);
+        }
+        bpe::count(piece, |b| self.rank(b))
+    }
+
+    /// Token ids of a piece that is not one token.
+    fn encode_piece(&self, b: &[u8], out: &mut Vec<u32>) {
+        if b.len() >= bpe::BLOCKED_PIECE {
+            if let Some(parts) = bpe::split_blocked(b, &|x| self.rank(x)) {
+                return out.extend(parts.into_iter().filter_map(|part| self.rank(part)));
+            }
+            if b.len() >= bpe::GIANT_PIECE {
+                return out.extend(self.vocab.giant().encode_via_backtracking(b));
+            }
+        }
+        out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part)));
     }
 
     #[inline(always)]
@@ -202,8 +228,7 @@ impl Engine {
         self.pieces(text).for_each_bytes(|b| {
             match self.rank(b) {
                 Some(r) => out.push(r),
-                None if b.len() >= bpe::GIANT_PIECE => out.extend(self.vocab.giant().encode_via_backtracking(b)),
-                None => out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part))),
+                None => self.encode_piece(b, &mut out),
             }
             true
         });
