@@ -566,7 +566,16 @@ fn _memo_stats(py: Python<'_>) -> (usize, usize) {
     light::stats(py)
 }
 
+/// Whether every item of `messages` is exactly a dict: the Python layer's test for a history
+/// with no SDK object to read (`windowfit.messages.plain_messages`), one type check per item
+/// (a `set(map(type, ...))` there cost about 220 instructions a message, on every prepare).
+#[pyfunction]
+fn _dicts_only(messages: &Bound<'_, PyList>) -> bool {
+    messages.iter().all(|m| m.is_exact_instance_of::<PyDict>())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_memo_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_dicts_only, m)?)?;
     Ok(())
 }
