@@ -402,6 +402,7 @@ _FIELDS = [
     ("prev", "tools"),
     (None, "cut"),
     (None, "cut_tokens"),
+    (None, "cut_check"),
     (None, "mask_until"),
     (None, "head_user"),
     (None, "retry_turn"),

@@ -41,6 +41,7 @@ __all__ = [
     "recall_terms",
     "_message_keys",
     "_memo_stats",
+    "_dicts_only",
     "_fast_count",
     "_front_cache_stats",
     "_held_cache_stats",
@@ -272,6 +273,7 @@ def truncate_text(
 ) -> TruncateOutcome: ...
 def _message_keys(counter: Counter, message: Mapping[str, Any]) -> tuple[int | None, int]: ...
 def _memo_stats() -> tuple[int, int]: ...
+def _dicts_only(messages: list[Any]) -> bool: ...
 
 @final
 class RecallIndex:

@@ -122,7 +122,7 @@ def plain_message(obj: Any) -> Any:
 def plain_messages(messages: list[Any]) -> list[Any]:
     """``messages`` with SDK objects read as dicts (``plain_message``); the very list when it
     holds dicts only, as nearly every history does."""
-    if not messages or set(map(type, messages)) == {dict}:  # C loops: no per-message bytecode
+    if _core._dicts_only(messages):  # one type check per message in the core
         return messages
     return [plain_message(m) for m in messages]
 

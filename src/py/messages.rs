@@ -566,7 +566,25 @@ fn _memo_stats(py: Python<'_>) -> (usize, usize) {
     light::stats(py)
 }
 
+/// Whether every item of `messages` is exactly a dict: the Python layer's test for a history
+/// with no SDK object to read (`windowfit.messages.plain_messages`), one type check per item
+/// (a `set(map(type, ...))` there cost about 220 instructions a message, on every prepare).
+/// Borrowed items, no iterator: pyo3's list iterator re-reads the length and takes a
+/// reference per item, twice the work of the check itself.
+#[pyfunction]
+fn _dicts_only(messages: &Bound<'_, PyList>) -> bool {
+    let list = messages.as_ptr();
+    // SAFETY: `list` is a list held by the caller for the whole call, with the GIL held, and
+    // nothing here runs Python code that could change it; PyList_GetItem returns a borrowed
+    // reference to an item for every index below its size.
+    unsafe {
+        let n = pyo3::ffi::PyList_Size(list);
+        (0..n).all(|i| pyo3::ffi::PyDict_CheckExact(pyo3::ffi::PyList_GetItem(list, i)) != 0)
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_memo_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_dicts_only, m)?)?;
     Ok(())
 }

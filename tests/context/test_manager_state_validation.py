@@ -200,6 +200,47 @@ def test_a_cut_made_by_a_plan_is_kept() -> None:
     assert p.state["cut"] == state["cut"]
 
 
+@pytest.mark.parametrize("where", ["n-2", "n-6"])
+def test_a_wrong_cut_is_not_vouched_for_by_edited_cut_tokens(where: str) -> None:
+    """A steady call checks its cut from the carried ``cut_tokens`` when ``cut_check``
+    vouches for them; edited ones (here: a window that looks over the low-water mark) are
+    not used, the window is counted and the wrong cut planned again."""
+    cm = _manager()
+    history = _chat(40)
+    state = _turn_by_turn(cm, history)
+    assert state["cut_check"] is not None
+    n = len(history)
+    cut = {"n-2": n - 2, "n-6": n - 6}[where]
+    p = cm.prepare(history, state={**state, "cut": cut, "cut_tokens": 0})
+    assert "'cut'" in p.stats["state_reset_reason"]
+    _same_as(p, _replanned(cm, history, state))
+
+
+def test_a_vouched_cut_is_checked_without_counting_its_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cm = _manager()
+    history = _chat(40)
+    state = _turn_by_turn(cm, history)
+    counted: list[int] = []
+    counter = cm.settings.counter
+    count = type(counter).count_messages
+    monkeypatch.setattr(
+        type(counter),
+        "count_messages",
+        lambda self, msgs: counted.append(len(msgs)) or count(self, msgs),
+    )
+    window = len(history) - state["cut"]
+    p = cm.prepare(history, state=state)
+    assert p.stats["state_reset"] is False and p.state["cut"] == state["cut"]
+    assert all(k < window for k in counted), counted
+    # a state from before cut_check: the window is counted, and the cut still kept
+    counted.clear()
+    p = cm.prepare(history, state={k: v for k, v in state.items() if k != "cut_check"})
+    assert p.stats["state_reset"] is False and p.state["cut"] == state["cut"]
+    assert max(counted) > window, counted
+
+
 def test_a_cut_under_a_message_cap_is_kept() -> None:
     cm = _manager(max_messages=4)
     history = _chat(40)

@@ -32,7 +32,7 @@ from windowfit.context.planner import Planner
 from windowfit.context.prepared import Prepared, PreparedStats
 from windowfit.context.recall import RecallSettings, apply_recall, recall_input, recall_stage
 from windowfit.context.runner import SummaryRunner
-from windowfit.context.state import StateLoader, now
+from windowfit.context.state import StateLoader, cut_check, now
 from windowfit.context.stats import Stats
 from windowfit.context.strategy import choose_strategy
 from windowfit.context.tool_outputs import ToolOutputCap
@@ -285,6 +285,7 @@ class ContextManager:
             plan.cut_tokens = c.count_messages(msgs[: plan.cut]) - priming if plan.cut else 0
         st["cut"] = plan.cut
         st["cut_tokens"] = plan.cut_tokens
+        st["cut_check"] = cut_check(plan.cut, plan.cut_tokens, self.settings.counter_id, msgs)
         # lets a consumer sharing the session tell whether this summary suits its window
         st["context_window"] = self.settings.context_window
         view = fitted.view

@@ -285,7 +285,7 @@ class StateLoader:
         n, cut = len(msgs), st["cut"]
         if cut > n:
             problem = f"({cut}) is past the end of a history of {n} messages"
-        elif self._cut_made_under_pressure(msgs, cut, summarized, budget, scan):
+        elif self._cut_made_under_pressure(msgs, st, cut, summarized, budget, scan):
             return int(cut)
         else:
             problem = f"({cut}) leaves messages out of a window that has room for them"
@@ -294,7 +294,13 @@ class StateLoader:
         return summarized
 
     def _cut_made_under_pressure(
-        self, msgs: list[Message], cut: int, summarized: int, budget: Budget, scan: Scan
+        self,
+        msgs: list[Message],
+        st: dict[str, Any],
+        cut: int,
+        summarized: int,
+        budget: Budget,
+        scan: Scan,
     ) -> bool:
         s = self.settings
         u = cut - 1
@@ -311,8 +317,25 @@ class StateLoader:
             if turns > s.max_turns:
                 return True
         # raw tokens: a window with tool outputs cut or masked is never larger
-        window = self.counter.count_messages(msgs[u:]) - self.priming
-        return bool(window > budget.low_water)
+        return bool(self._tokens_from(msgs, st, u, cut, scan) > budget.low_water)
+
+    def _tokens_from(
+        self, msgs: list[Message], st: dict[str, Any], u: int, cut: int, scan: Scan
+    ) -> int:
+        """Raw tokens of ``msgs[u:]`` (``u <= cut``): the scan's total less the carried
+        ``cut_tokens`` when the state's ``cut_check`` vouches for them (the cut and its tokens
+        as recorded for this history), else counted: a steady call does not count its window
+        again to check its own cut."""
+        carried = st.get("cut_tokens")
+        if (
+            type(carried) is int
+            and 0 <= carried <= scan["tokens"]
+            and st.get("cut_check") is not None
+            and st.get("cut_check") == cut_check(cut, carried, self.counter_id, msgs)
+        ):
+            between = self.counter.count_messages(msgs[u:cut]) - self.priming if u < cut else 0
+            return scan["tokens"] - carried + between
+        return self.counter.count_messages(msgs[u:]) - self.priming
 
     def _check_mask(self, msgs: list[Message], st: dict[str, Any], reasons: list[str]) -> None:
         """The mask boundary never reaches the newest tool outputs (the agent acts on them)."""
@@ -451,6 +474,13 @@ def _rebase(msgs: list[Message], st: dict[str, Any]) -> bool:
         st["anchor"] = None
     logger.info("the caller dropped %d summarized messages: the summary is kept", shift)
     return True
+
+
+def cut_check(cut: int, cut_tokens: int, counter: str, msgs: list[Message]) -> int:
+    """The integrity check of a recorded cut and its raw tokens before it (as the scan's: a CRC
+    against edits, with the last message before the cut, as an anchor is)."""
+    anchor = fingerprint(msgs[cut - 1]) if 0 < cut <= len(msgs) else None
+    return zlib.crc32(f"{cut}|{cut_tokens}|{counter}|{anchor}".encode(errors="surrogatepass"))
 
 
 def _scan_check(
