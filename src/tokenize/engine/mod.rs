@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 
 pub use split::{Pattern, Splitter};
 pub use vocab::Vocab;
-use vocab::{pack, SHORT};
+use vocab::{pack_at, SHORT};
 
 /// Vocabularies the per-thread caches are kept apart for (one slot each).
 pub const SLOTS: usize = 2;
@@ -151,18 +151,20 @@ impl Engine {
         out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part)));
     }
 
+    /// Tokens of the piece made of the first `n` bytes of `rest` (the text from its start:
+    /// the key is packed with one load that may read past the piece, see [`pack_at`]).
     #[inline(always)]
-    fn count_piece_with(&self, cache: &mut PieceCache, piece: &[u8]) -> usize {
-        if piece.len() > SHORT {
-            return self.count_long(cache, piece);
+    fn count_span_with(&self, cache: &mut PieceCache, rest: &[u8], n: usize) -> usize {
+        if n > SHORT {
+            return self.count_long(cache, &rest[..n]);
         }
-        let key = pack(piece);
-        if let Some(n) = cache.table.get(key) {
-            return n;
+        let key = pack_at(rest, n);
+        if let Some(count) = cache.table.get(key) {
+            return count;
         }
-        let n = self.count_short(piece, key);
-        cache.table.insert(key, n);
-        n
+        let count = self.count_short(&rest[..n], key);
+        cache.table.insert(key, count);
+        count
     }
 
     /// Tokens of a short piece the table missed.
@@ -183,7 +185,7 @@ impl Engine {
     }
 
     pub fn count_piece(&self, piece: &str) -> usize {
-        self.with_cache(|cache| self.count_piece_with(cache, piece.as_bytes()))
+        self.with_cache(|cache| self.count_span_with(cache, piece.as_bytes(), piece.len()))
     }
 
     pub fn count(&self, text: &str) -> usize {
@@ -198,8 +200,8 @@ impl Engine {
     fn count_serial(&self, text: &str) -> usize {
         self.with_cache(|cache| {
             let mut n = 0;
-            self.pieces(text).for_each_bytes(|p| {
-                n += self.count_piece_with(cache, p);
+            self.pieces(text).for_each_span(|rest, len| {
+                n += self.count_span_with(cache, rest, len);
                 true
             });
             n
@@ -212,11 +214,11 @@ impl Engine {
         let longest = self.vocab.longest();
         self.with_cache(|cache| {
             let mut n = 0usize;
-            self.pieces(text).for_each_bytes(|p| {
+            self.pieces(text).for_each_span(|rest, len| {
                 // A piece past the limit by its length alone is not encoded (a megabyte of
                 // one letter, DNA, base64 of zeros: one piece, seconds of merging).
-                let at_least = n.saturating_add(p.len() / longest);
-                n = if at_least > limit { at_least } else { n + self.count_piece_with(cache, p) };
+                let at_least = n.saturating_add(len / longest);
+                n = if at_least > limit { at_least } else { n + self.count_span_with(cache, rest, len) };
                 n <= limit
             });
             (n <= limit).then_some(n)

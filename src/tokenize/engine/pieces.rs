@@ -74,6 +74,8 @@ pub struct PieceTable {
     start: usize,
     /// Sets - 1, or 0 with no sets (then every lookup misses and nothing is stored).
     mask: usize,
+    /// log2 of the sets: the hash bits [`Self::set_of`] takes.
+    bits: u32,
     /// The bound the table was allocated for.
     bound: usize,
 }
@@ -124,6 +126,7 @@ impl PieceTable {
         self.start = (SET_BYTES - slots.as_ptr() as usize % SET_BYTES) % SET_BYTES / 16;
         self.slots = slots;
         self.mask = n_sets - 1;
+        self.bits = n_sets.trailing_zeros();
         ALLOCATED.fetch_add(self.bytes(), Ordering::Relaxed);
         TABLES.fetch_add(1, Ordering::Relaxed);
     }
@@ -135,6 +138,7 @@ impl PieceTable {
             self.slots = Vec::new();
             self.start = 0;
             self.mask = 0;
+            self.bits = 0;
         }
     }
 
@@ -147,11 +151,13 @@ impl PieceTable {
         }
     }
 
-    /// Where the set of `key` starts in `slots`: the hash's upper bits pick one of `mask + 1`
-    /// sets (a power of two).
+    /// Where the set of `key` starts in `slots`: the hash's top bits pick one of `mask + 1`
+    /// sets (a power of two). The top bits of a product depend on every bit of the key; bits
+    /// 32 and up, taken before, ignored the key's bits 48-63 (a short piece's seventh and
+    /// eighth bytes), so pieces that differed only there shared a set.
     #[inline(always)]
     fn set_of(&self, key: u128) -> usize {
-        self.start + (((hash(key) >> 32) as usize & self.mask) * WAYS)
+        self.start + ((hash(key).rotate_left(self.bits) as usize & self.mask) * WAYS)
     }
 
     /// The count stored for the packed piece `key`.

@@ -620,12 +620,20 @@ impl<'t> Splitter<'t> {
     /// Calls `f` with the bytes of each remaining piece, in order, while it returns true:
     /// the counting loop, with no string slicing per piece.
     #[inline(always)]
-    pub fn for_each_bytes(mut self, mut f: impl FnMut(&'t [u8]) -> bool) {
+    pub fn for_each_bytes(self, mut f: impl FnMut(&'t [u8]) -> bool) {
+        self.for_each_span(|rest, n| f(&rest[..n]))
+    }
+
+    /// Calls `f(rest, n)` for each remaining piece, in order, while it returns true: `rest`
+    /// is the text from the piece's start on, the piece its first `n` bytes (a caller may
+    /// read past the piece in one load, see [`super::vocab::pack_at`]).
+    #[inline(always)]
+    pub fn for_each_span(mut self, mut f: impl FnMut(&'t [u8], usize) -> bool) {
         let b = self.text.as_bytes();
         let mut i = self.pos;
         while i < b.len() {
             let end = self.piece_end(i);
-            if !f(&b[i..end]) {
+            if !f(&b[i..], end - i) {
                 break;
             }
             i = end;
