@@ -726,15 +726,16 @@ mod tests {
         let info = c.cache_info();
         assert_eq!((info.hits, info.misses), (0, 5000), "the empty text is neither");
         // a short text enters the cache on its second count (src/cache/admit.rs): the second
-        // batch admits the texts, the third hits them (a few whose note another test's texts
-        // displaced from the shared table are admitted one sight later)
+        // batch admits the texts, the third hits them (some whose note the texts of tests
+        // running beside this one displaced from the shared table are admitted one sight
+        // later: up to 60 seen; a table of one slot per set hit about 2,700)
         assert_eq!(c.count_many(&with_empty), first);
         let second = c.cache_info();
         assert_eq!((second.hits, second.hits + second.misses), (0, 10_000));
         assert_eq!(c.count_many(&with_empty), first);
         let third = c.cache_info();
         assert_eq!(third.hits + third.misses, 15_000, "one lookup per non-empty text");
-        assert!(third.hits >= 4_950, "{} of 5,000 hit on the third batch", third.hits);
+        assert!(third.hits >= 4_500, "{} of 5,000 hit on the third batch", third.hits);
         let single: Vec<usize> = with_empty.iter().map(|t| c.backend.count(t)).collect();
         assert_eq!(first, single);
     }
