@@ -603,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             MANAGER_ARGS[key.strip()] = json.loads(value) if value.strip() else None
         except json.JSONDecodeError:
-            parser.error(f"--manager {item}: the value is JSON (false, 0.3, \"text\")")
+            parser.error(f'--manager {item}: the value is JSON (false, 0.3, "text")')
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )

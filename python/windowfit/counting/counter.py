@@ -173,7 +173,8 @@ class Counter(_core.Counter):
     indentation) and their counts that the embedded encodings keep for every counter of the
     process: default 2**19 entries (at most 8 MiB per thread and encoding that counts; each
     starts at 1 MiB and grows when its misses call for it), 0 turns them off, at most 2**28;
-    also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies, process-wide; ``cache_info()`` reports it and the bytes the tables hold.
+    also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies, process-wide;
+    ``cache_info()`` reports it and the bytes the tables hold.
 
     A counter pickles by its configuration (the resolved tokenizer: encoding name or file
     path, pattern and options; the cache bound; the learned calibration), so it crosses
