@@ -25,6 +25,7 @@ valid block (invalid *arguments* raise ``windowfit`` errors naming the argument)
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -316,6 +317,20 @@ def _fuse(
     ]
 
 
+# Both are asked again on every call about the same texts (a message's head, the summary):
+# a repeat costs a lookup instead of a tokenization; the keys are bounded (400 characters;
+# eight summaries).
+@functools.lru_cache(maxsize=8192)
+def _few_terms(head: str) -> bool:
+    """Whether a user message (its first 400 characters) is too short to stand alone."""
+    return len(_core.recall_terms(head)) < 4
+
+
+@functools.lru_cache(maxsize=8)
+def _terms_of(text: str) -> frozenset[str]:
+    return frozenset(_core.recall_terms(text))
+
+
 def _candidates(
     history: Sequence[Message],
     hits: list[tuple[int, float]],
@@ -338,7 +353,7 @@ def _candidates(
         # only a user's follow-up ("and the second one?") leans on the exchange before it
         if c.start == 0 or not _is_user_turn(first):
             continue
-        if not (_FOLLOW_UP_RE.match(text) or len(recall_terms(text[:400])) < 4):
+        if not (_FOLLOW_UP_RE.match(text) or _few_terms(text[:400])):
             continue
         prev = _exchange(history, c.start - 1, allowed)
         if prev is None:
@@ -439,7 +454,7 @@ def _select(
     best = max((p.score for p in pool), default=0.0)
     if best <= 0:
         return out
-    excluded = set(_core.recall_terms(exclude_text)) if exclude_text else set()
+    excluded = _terms_of(exclude_text) if exclude_text else frozenset()
     dates = _Dates(msgs)
     chosen: list[tuple[_Candidate, list[Any], int, str | None]] = []
     taken: set[int] = set()
