@@ -216,24 +216,18 @@ def setup(what: str) -> Callable[[int], Any]:
     return call
 
 
+def _git(tree: Path, *args: str) -> str:
+    """The output of ``git args`` run in ``tree``."""
+    out = subprocess.run(["git", *args], cwd=tree, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
 def _side(spec: str) -> tuple[str, list[str], dict[str, str]]:
     """(label, python command, extra environment) of a side: a commit or a source tree."""
     tree = Path(spec)
     if (tree / "python" / "windowfit").is_dir():
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short=10", "HEAD"],
-            cwd=tree,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=tree,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        sha = _git(tree, "rev-parse", "--short=10", "HEAD")
+        dirty = _git(tree, "status", "--porcelain", "--untracked-files=no")
         label = f"{sha}{'+changes' if dirty else ''} ({tree.resolve().name} tree)"
         return label, [sys.executable], {"PYTHONPATH": str(tree.resolve() / "python")}
     sha, python = cc.build(spec)
