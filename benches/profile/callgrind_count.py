@@ -17,9 +17,7 @@ peer of the warm row) and ``loop`` (the same loop around ``str(t)``, the interpr
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reports"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 import windowfit as wf  # noqa: E402
-from report_engine import dialog  # noqa: E402
+from corpora import cached_conversations  # noqa: E402
 from windowfit import _core  # noqa: E402
-
-
-def _texts() -> list[str]:
-    """The dialog corpus, kept as JSON beside the system's temporary files: parsing its YAML
-    costs billions of instructions, which would only add noise to the difference."""
-    path = Path(tempfile.gettempdir()) / "windowfit-dialog-corpus.json"
-    if path.exists():
-        texts: list[str] = json.loads(path.read_text(encoding="utf-8"))
-        return texts
-    texts = dialog()
-    path.write_text(json.dumps(texts), encoding="utf-8")
-    return texts
 
 
 def _count_loop(owner: Any, texts: list[str]) -> None:
@@ -56,7 +42,7 @@ def _peer_loop(encode: Any, texts: list[str]) -> None:
 def main() -> None:
     who, n = sys.argv[1], int(sys.argv[2])
     encoding = sys.argv[3] if len(sys.argv) > 3 else "cl100k_base"
-    texts = _texts()
+    texts = cached_conversations()
     run = _count_loop
     if who == "counter":
         fn: Any = wf.Counter(encoding=encoding, cache_entries=2_000_000)

@@ -45,7 +45,6 @@ source tree whose ``python/windowfit`` holds a built ``_core`` (run with this in
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -61,6 +60,7 @@ sys.path.insert(0, str(HERE.parents[1] / "reports"))
 sys.path.insert(0, str(HERE.parents[1] / "suites"))
 
 import compare_commits as cc  # noqa: E402 - the same histories as the wall-clock comparison
+from corpora import cached_conversations  # noqa: E402
 
 #: Calls per workload in ``--table`` (the figure is their mean; a call's own variation, e.g. a
 #: cache's table growing, is averaged over them).
@@ -97,30 +97,17 @@ CALLS = {
 SIZES = {"100": 100, "1k": 1_000, "10k": 10_000}
 
 
-def _dialog() -> list[str]:
-    """The dialog corpus, kept as JSON beside the system's temporary files (as
-    ``callgrind_count.py`` does): parsing its YAML would only add noise."""
-    path = Path(tempfile.gettempdir()) / "windowfit-dialog-corpus.json"
-    if path.exists():
-        texts: list[str] = json.loads(path.read_text(encoding="utf-8"))
-        return texts
-    from corpora import conversations
-
-    texts = conversations()
-    path.write_text(json.dumps(texts), encoding="utf-8")
-    return texts
-
-
-def _manager(recall: bool, **kwargs: Any) -> Any:
-    """A manager; ``recall=False`` only where the stage exists (older commits lack it)."""
-    from windowfit.context import ContextManager
-
+def _manager(recall: bool, build: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+    """A manager from ``build`` (``ContextManager`` by default); ``recall=False`` only where
+    the stage exists (older commits lack it)."""
+    if build is None:
+        from windowfit.context import ContextManager as build
     if not recall:
         try:
-            return ContextManager(recall=False, **kwargs)
+            return build(recall=False, **kwargs)
         except TypeError:
             pass
-    return ContextManager(**kwargs)
+    return build(**kwargs)
 
 
 def setup(what: str) -> Callable[[int], Any]:
@@ -149,15 +136,7 @@ def setup(what: str) -> Callable[[int], Any]:
     elif what in ("session", "session_norecall"):
         big = cc._history(400 + 2 + CALLS[what], text)
         store = wf.SQLiteStore(os.path.join(tempfile.mkdtemp(prefix="wf-cg-"), "s.db"))
-        cm = _manager(
-            what == "session",
-            model="gpt-4o",
-            context_window=16_000,
-            output_reserve=1_000,
-            trigger_ratio=0.8,
-            target_ratio=0.4,
-            summarizer=wf.ExtractiveSummarizer(),
-        )
+        cm = _manager(what == "session", build=cc._manager)
         session = wf.Session(store, "bench")
         for m in big[:400]:
             session.append(m)
@@ -200,7 +179,7 @@ def setup(what: str) -> Callable[[int], Any]:
                 base + [{"role": "user", "content": f"new question {i + 1}"}], before
             )
     elif parts[0] == "dialog":
-        texts = _dialog()
+        texts = cached_conversations()
         counter = wf.Counter(
             encoding="cl100k_base", cache_entries=0 if parts[2] == "cold" else 2_000_000
         )

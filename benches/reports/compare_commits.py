@@ -95,18 +95,20 @@ def _history(n: int, text: str) -> list[dict[str, Any]]:
     return out[:n]
 
 
-def _manager() -> Any:
-    """The manager both versions accept, with the same explicit settings (defaults changed)."""
+def _manager(**changes: Any) -> Any:
+    """The manager both versions accept, with the same explicit settings (defaults changed);
+    ``changes`` override them."""
     import windowfit as wf
 
-    return wf.ContextManager(
-        model="gpt-4o",
-        context_window=16_000,
-        output_reserve=1_000,
-        trigger_ratio=0.8,
-        target_ratio=0.4,
-        summarizer=wf.ExtractiveSummarizer(),
-    )
+    settings: dict[str, Any] = {
+        "model": "gpt-4o",
+        "context_window": 16_000,
+        "output_reserve": 1_000,
+        "trigger_ratio": 0.8,
+        "target_ratio": 0.4,
+        "summarizer": wf.ExtractiveSummarizer(),
+    }
+    return wf.ContextManager(**{**settings, **changes})
 
 
 def _workloads() -> dict[str, Callable[[], Any]]:

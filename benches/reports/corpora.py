@@ -3,7 +3,9 @@ the field benchmark loads them in peers' fresh processes too)."""
 
 from __future__ import annotations
 
+import json
 import sysconfig
+import tempfile
 from pathlib import Path
 
 
@@ -44,4 +46,16 @@ def conversations(english: bool | None = None) -> list[str]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for conv in data.get("conversations") or []:
             texts.append("\n".join(str(line) for line in conv))
+    return texts
+
+
+def cached_conversations() -> list[str]:
+    """``conversations()``, kept as JSON beside the system's temporary files: parsing its YAML
+    costs billions of instructions, which would only add noise to a profile."""
+    path = Path(tempfile.gettempdir()) / "windowfit-dialog-corpus.json"
+    if path.exists():
+        texts: list[str] = json.loads(path.read_text(encoding="utf-8"))
+        return texts
+    texts = conversations()
+    path.write_text(json.dumps(texts), encoding="utf-8")
     return texts
