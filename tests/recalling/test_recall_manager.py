@@ -133,6 +133,7 @@ def test_agent_calls_of_one_turn_send_the_same_block() -> None:
         )
     state = None
     by_cut: dict[int, list[Any]] = {}
+    heads: dict[int, list[Any]] = {}
     budget = WINDOW - cm.output_reserve
     for i in range(len(msgs) - 20, len(msgs) + 1, 2):
         p = cm.prepare(msgs[:i], state)
@@ -140,10 +141,15 @@ def test_agent_calls_of_one_turn_send_the_same_block() -> None:
         assert COUNTER.count_messages(p.messages) <= budget
         spans = [(u["start"], u["end"]) for u in p.stats["recalled"]]
         by_cut.setdefault(p.stats["cut"], []).append((spans, p.stats["recall_reason"]))
+        # the prompt up to the latest user message: the block's stamps name the history
+        # length it was chosen at, so a kept block is the same text on every call
+        ask = next(j for j, m in enumerate(p.messages) if m is msgs[len(base)])
+        heads.setdefault(p.stats["cut"], []).append(p.messages[: ask + 1])
     assert any(len(v) > 1 and v[0][0] for v in by_cut.values()), by_cut
-    for calls in by_cut.values():
+    for cut, calls in by_cut.items():
         assert all(spans == calls[0][0] for spans, _ in calls)
         assert all(reason == "kept from the previous call" for spans, reason in calls[1:] if spans)
+        assert all(head == heads[cut][0] for head in heads[cut])
 
 
 def test_a_failing_embedder_never_breaks_prepare() -> None:

@@ -8,7 +8,8 @@ the rest of the prompt is exactly what it would be without recall: everything be
 block is the same from call to call and the provider's prompt cache keeps hitting. The
 recalled set is kept in the state while neither the latest user message nor the window's
 start moves, so the calls of one agent turn send the same block (a stable prefix) even though
-the pending tool round is part of the query.
+the pending tool round is part of the query; a kept block's stamps name the history length it
+was chosen at, so it is the same text on every call.
 
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
@@ -207,15 +208,22 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     record = inp.state.get("recall")
     result: RecallResult | None = None
     reused = False
+    # the history length the block's stamps name: the one it was chosen at while it is kept
+    # (stamped with the history's length now, a kept block changed on every call of a turn)
+    stamped = n
     if isinstance(record, Mapping) and record.get("key") == key:
+        total = record.get("total")
+        kept = total if isinstance(total, int) and not isinstance(total, bool) else n
         result = rebuild(
-            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt
+            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt, kept
         )
         reused = result is not None
         if result is None:
             # the window grew into the block's room: choose again within the room the window
             # leaves until its next cut, so the block stays put from here on
             room = min(room, inp.stable_room)
+        else:
+            stamped = kept
     query = _query(history, last_user) if result is None else ""
     covered = result is None and _covered(query, inp, settings.index)
     if covered:
@@ -233,7 +241,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             embedder=settings.embedder,
         )
     result = _within_caps(result, inp)
-    new_record = {"key": key, "units": [[u.start, u.end] for u in result.units]}
+    new_record = {"key": key, "units": [[u.start, u.end] for u in result.units], "total": stamped}
     if not result.messages:
         out = _none(
             inp,
