@@ -11,6 +11,14 @@ start moves, so the calls of one agent turn send the same block (a stable prefix
 the pending tool round is part of the query; a kept block's stamps name the history length it
 was chosen at, so it is the same text on every call.
 
+A block is chosen only when the latest user message asks something (``ASKS_RE``: a question,
+a request to be told or reminded, a reference to an earlier time) or an agent's tool round is
+pending: a remark gets none, since a block for every remark moved on most turns of a chatty
+conversation and broke the cached prefix. A request to go over the conversation as a whole
+(``RECAP_RE``, "can you recap what I told you?") names nothing to look for: its block takes all
+the room the prompt leaves, filled with the newest evicted exchanges, so the prompt holds as
+much of the recent conversation as a plain window filled to the budget, and the summary too.
+
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
 """
@@ -18,14 +26,16 @@ in ``stats["recall_error"]``, and the prompt goes out without the block.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
+from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text, tool_units
 from windowfit.recalling import Embedder, RecallResult, rebuild, recall
+from windowfit.summarize.salience import said_at
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
@@ -51,6 +61,32 @@ MIN_ROOM = 48
 COVERED = 0.8
 #: How much of the pending tool round joins the latest user message in the query.
 PENDING_CHARS = 4000
+#: A user message that asks something: a question mark, an opening interrogative, or a
+#: request to be told or reminded (English and Chinese). A statement ("we painted the living
+#: room teal") gets no new block: recalling for every remark moved the block on most turns of
+#: a chatty conversation and broke the cached prefix there, for turns nobody asked about.
+ASKS_RE = re.compile(
+    r"[?？]|(?i:^\W*(?:who|whom|whose|what|when|where|which|why|how|do|does|did|is|are|was|"
+    r"were|can|could|would|will|should|have|has|had)\b)|(?i:\b(?:remind|remember|recall|"
+    r"recap|summari[sz]e|tell me|what was|what were|you said|i (?:told|said|mentioned)|recently|"
+    r"lately|earlier|last time|the other day|days ago|previously)\b)|"
+    r"吗|什么|哪|谁|几[个点天次]|多少|怎么|为什么|是否|有没有|记得|提醒|告诉我|回顾|总结|说过|提到过|"
+    r"最近|上次|之前|以前|前几天|那天"
+)
+#: A request to go over the conversation as a whole ("can you recap what I told you?"): no
+#: term of it names what to look for, and everything said is what it is about, so the block
+#: takes all the room the prompt leaves, filled with the newest evicted exchanges (the
+#: verbatim window extended back, as far as a plain window filled to the budget would reach).
+RECAP_RE = re.compile(
+    r"(?i:\b(?:recap|summari[sz]e|summary of|sum up|go over|run through|remind me of "
+    r"(?:everything|what)|what (?:have|did) (?:i|we) (?:tell|told|say|said|talk|talked|discuss|"
+    r"discussed|mention|mentioned)|everything (?:i|we) (?:told|said|talked|discussed|mentioned))\b)"
+    r"|回顾|总结|概括|复述|梳理|我(?:之前|以前|都)?(?:跟你|和你|对你|给你)?(?:说|讲|提|告诉你?)过"
+)
+#: How far back a recap's block looks for evicted exchanges, in messages.
+RECAP_LOOKBACK = 400
+#: The tokens a block's stamp takes, reserved per session a recap's block spans.
+STAMP_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -115,6 +151,57 @@ def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
         pending = "\n".join(message_text(m) for m in history[k:])
         query = f"{query}\n{pending[:PENDING_CHARS]}"
     return query
+
+
+def _recent(
+    history: Sequence[Mapping[str, Any]],
+    inp: RecallInput,
+    room: int,
+    skip: set[int],
+    counter: Any,
+) -> RecallResult:
+    """The newest evicted exchanges that fit in ``room`` tokens, in conversation order, one
+    stamped span per session date (a recap's block)."""
+    hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
+    lo = max(0, hi - RECAP_LOOKBACK)
+    units = tool_units(list(history[lo:hi]))
+    picked: list[tuple[int, int]] = []
+    used = 0
+    for start, end, _kind in reversed(units):
+        span = range(lo + start, lo + end)
+        if any(k in skip or history[k].get("role") in SYSTEM_ROLES for k in span):
+            break
+        tokens = sum(counter.count_message(history[k]) for k in span)
+        if used + tokens + STAMP_TOKENS > room:
+            break
+        used += tokens
+        picked.append((span.start, span.stop))
+    picked.reverse()
+    spans: list[list[int]] = []
+    last_date: str | None = None
+    for start, end in picked:
+        date, _ = said_at(history[start], "")
+        if spans and (date is None or date == last_date):
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+        last_date = date or last_date
+    while spans:
+        out = rebuild(history, spans, room, counter, lambda k: k not in skip)
+        if out is not None:
+            return out
+        spans[0][0] += 1  # the stamps took more than reserved: give up the oldest message
+        if spans[0][0] >= spans[0][1]:
+            spans.pop(0)
+        elif history[spans[0][0]].get("role") not in ("user", "assistant"):
+            spans.pop(0)
+    return RecallResult()
+
+
+def _asks(text: str) -> bool:
+    """Whether a user message asks something (see ``ASKS_RE``): read up to its first 2,000
+    characters."""
+    return ASKS_RE.search(text[:2000]) is not None
 
 
 def _covered(query: str, inp: RecallInput, index: _core.RecallIndex) -> bool:
@@ -211,20 +298,34 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     # the history length the block's stamps name: the one it was chosen at while it is kept
     # (stamped with the history's length now, a kept block changed on every call of a turn)
     stamped = n
+    recap = False
     if isinstance(record, Mapping) and record.get("key") == key:
-        total = record.get("total")
+        total, recap = record.get("total"), record.get("recap") is True
         kept = total if isinstance(total, int) and not isinstance(total, bool) else n
         result = rebuild(
-            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt, kept
+            history,
+            record.get("units") or [],
+            inp.budget - inp.tokens if recap else room,
+            counter,
+            lambda k: k not in in_prompt,
+            kept,
         )
         reused = result is not None
         if result is None:
             # the window grew into the block's room: choose again within the room the window
             # leaves until its next cut, so the block stays put from here on
             room = min(room, inp.stable_room)
+            recap = False
         else:
             stamped = kept
     query = _query(history, last_user) if result is None else ""
+    plain = query == message_text(history[last_user])
+    asks = result is not None or not plain or _asks(query)
+    if not asks:
+        result = RecallResult()
+    elif result is None and plain and RECAP_RE.search(query[:2000]):
+        recap = True
+        result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter)
     covered = result is None and _covered(query, inp, settings.index)
     if covered:
         result = RecallResult()
@@ -241,12 +342,19 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             embedder=settings.embedder,
         )
     result = _within_caps(result, inp)
-    new_record = {"key": key, "units": [[u.start, u.end] for u in result.units], "total": stamped}
+    new_record = {
+        "key": key,
+        "units": [[u.start, u.end] for u in result.units],
+        "total": stamped,
+        "recap": recap and bool(result.units),
+    }
     if not result.messages:
         out = _none(
             inp,
             "the prompt already holds what the message is about"
             if covered
+            else "the message asks nothing"
+            if not asks
             else "nothing evicted matches the question",
         )
         out.record = new_record
