@@ -10,10 +10,10 @@ import pytest
 import windowfit as wf
 from test_recall import FACTS, chat, tool_history
 from windowfit.context.recall import (
-    ASKS_RE,
     DEFAULT_RECALL_RATIO,
-    RECAP_RE,
     RecallInput,
+    asks,
+    asks_recap,
     recall_settings,
     recall_stage,
 )
@@ -225,7 +225,7 @@ def test_a_statement_gets_no_block_a_question_does() -> None:
 
 
 @pytest.mark.parametrize(
-    ("message", "asks"),
+    ("message", "expected"),
     [
         ("who is the governor", True),
         ("Remind me of the booking code", True),
@@ -237,12 +237,12 @@ def test_a_statement_gets_no_block_a_question_does() -> None:
         ("我今天去公园散步了。", False),
     ],
 )
-def test_what_counts_as_asking(message: str, asks: bool) -> None:
-    assert (ASKS_RE.search(message) is not None) is asks
+def test_what_counts_as_asking(message: str, expected: bool) -> None:
+    assert asks(message) is expected
 
 
 @pytest.mark.parametrize(
-    ("message", "recap"),
+    ("message", "expected"),
     [
         ("Before we wrap up, can you recap the important things I have told you?", True),
         ("What have I told you so far?", True),
@@ -252,8 +252,8 @@ def test_what_counts_as_asking(message: str, asks: bool) -> None:
         ("你还记得我养的鹦鹉叫什么吗？", False),
     ],
 )
-def test_what_counts_as_a_recap_request(message: str, recap: bool) -> None:
-    assert (RECAP_RE.search(message) is not None) is recap
+def test_what_counts_as_a_recap_request(message: str, expected: bool) -> None:
+    assert asks_recap(message) is expected
 
 
 def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:

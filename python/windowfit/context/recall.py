@@ -11,11 +11,11 @@ start moves, so the calls of one agent turn send the same block (a stable prefix
 the pending tool round is part of the query; a kept block's stamps name the history length it
 was chosen at, so it is the same text on every call.
 
-A block is chosen only when the latest user message asks something (``ASKS_RE``: a question,
+A block is chosen only when the latest user message asks something (:func:`asks`: a question,
 a request to be told or reminded, a reference to an earlier time) or an agent's tool round is
 pending: a remark gets none, since a block for every remark moved on most turns of a chatty
 conversation and broke the cached prefix. A request to go over the conversation as a whole
-(``RECAP_RE``, "can you recap what I told you?") names nothing to look for: its block takes all
+(:func:`asks_recap`, "can you recap what I told you?") names nothing to look for: its block takes all
 the room the prompt leaves, filled with the newest evicted exchanges, so the prompt holds as
 much of the recent conversation as a plain window filled to the budget, and the summary too.
 
@@ -26,7 +26,6 @@ in ``stats["recall_error"]``, and the prompt goes out without the block.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,8 @@ from windowfit.summarize.salience import said_at
 __all__ = [
     "DEFAULT_RECALL_RATIO",
     "apply_recall",
+    "asks",
+    "asks_recap",
     "recall_input",
     "RecallInput",
     "RecallOutput",
@@ -61,28 +62,6 @@ MIN_ROOM = 48
 COVERED = 0.8
 #: How much of the pending tool round joins the latest user message in the query.
 PENDING_CHARS = 4000
-#: A user message that asks something: a question mark, an opening interrogative, or a
-#: request to be told or reminded (English and Chinese). A statement ("we painted the living
-#: room teal") gets no new block: recalling for every remark moved the block on most turns of
-#: a chatty conversation and broke the cached prefix there, for turns nobody asked about.
-ASKS_RE = re.compile(
-    r"[?？]|(?i:^\W*(?:who|whom|whose|what|when|where|which|why|how|do|does|did|is|are|was|"
-    r"were|can|could|would|will|should|have|has|had)\b)|(?i:\b(?:remind|remember|recall|"
-    r"recap|summari[sz]e|tell me|what was|what were|you said|i (?:told|said|mentioned)|recently|"
-    r"lately|earlier|last time|the other day|days ago|previously)\b)|"
-    r"吗|什么|哪|谁|几[个点天次]|多少|怎么|为什么|是否|有没有|记得|提醒|告诉我|回顾|总结|说过|提到过|"
-    r"最近|上次|之前|以前|前几天|那天"
-)
-#: A request to go over the conversation as a whole ("can you recap what I told you?"): no
-#: term of it names what to look for, and everything said is what it is about, so the block
-#: takes all the room the prompt leaves, filled with the newest evicted exchanges (the
-#: verbatim window extended back, as far as a plain window filled to the budget would reach).
-RECAP_RE = re.compile(
-    r"(?i:\b(?:recap|summari[sz]e|summary of|sum up|go over|run through|remind me of "
-    r"(?:everything|what)|what (?:have|did) (?:i|we) (?:tell|told|say|said|talk|talked|discuss|"
-    r"discussed|mention|mentioned)|everything (?:i|we) (?:told|said|talked|discussed|mentioned))\b)"
-    r"|回顾|总结|概括|复述|梳理|我(?:之前|以前|都)?(?:跟你|和你|对你|给你)?(?:说|讲|提|告诉你?)过"
-)
 #: How far back a recap's block looks for evicted exchanges, in messages.
 RECAP_LOOKBACK = 400
 #: The tokens a block's stamp takes, reserved per session a recap's block spans.
@@ -198,10 +177,22 @@ def _recent(
     return RecallResult()
 
 
-def _asks(text: str) -> bool:
-    """Whether a user message asks something (see ``ASKS_RE``): read up to its first 2,000
-    characters."""
-    return ASKS_RE.search(text[:2000]) is not None
+def asks(text: str) -> bool:
+    """Whether a user message asks something: a question, a request to be told or reminded,
+    a reference to an earlier time ("recently", "last time"), in English or Chinese (the
+    core's rule, ``_core.recall_asks``). A remark gets no block: a block for every remark
+    moved on most turns of a chatty conversation and broke the cached prefix there, for turns
+    nobody asked about."""
+    return _core.recall_asks(text)
+
+
+def asks_recap(text: str) -> bool:
+    """Whether a user message asks to go over the conversation as a whole ("can you recap
+    what I told you?", ``_core.recall_recaps``): it names nothing to look for, and everything
+    said is what it is about, so its block takes all the room the prompt leaves, filled with
+    the newest evicted exchanges (the verbatim window extended back, as far as a plain window
+    filled to the budget would reach)."""
+    return _core.recall_recaps(text)
 
 
 def _covered(query: str, inp: RecallInput, index: _core.RecallIndex) -> bool:
@@ -320,10 +311,10 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             stamped = kept
     query = _query(history, last_user) if result is None else ""
     plain = query == message_text(history[last_user])
-    asks = result is not None or not plain or _asks(query)
-    if not asks:
+    asks_something = result is not None or not plain or asks(query)
+    if not asks_something:
         result = RecallResult()
-    elif result is None and plain and RECAP_RE.search(query[:2000]):
+    elif result is None and plain and asks_recap(query):
         recap = True
         result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter)
     covered = result is None and _covered(query, inp, settings.index)
@@ -354,7 +345,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             "the prompt already holds what the message is about"
             if covered
             else "the message asks nothing"
-            if not asks
+            if not asks_something
             else "nothing evicted matches the question",
         )
         out.record = new_record
