@@ -1,6 +1,6 @@
 //! What a user message asks of recall: whether it asks something at all (a question, a request
-//! to be told or reminded, a reference to an earlier time), and whether it asks to go over the
-//! conversation as a whole (a recap). English and Chinese; a message is read up to
+//! such as "tell me" or "list", a reference to an earlier time), and whether it asks to go
+//! over the conversation as a whole (a recap). English and Chinese; a message is read up to
 //! [`MAX_ASK_BYTES`].
 //!
 //! The manager chooses a recalled block only for a message that asks: a block for every
@@ -21,11 +21,12 @@ static ASKS: LazyLock<Regex> = LazyLock::new(|| {
         r"[?？]",
         r"|(?i:^\W*(?:who|whom|whose|what|when|where|which|why|how|do|does|did|is|are|was|were",
         r"|can|could|would|will|should|have|has|had)\b)",
+        r"|(?i:^\W*(?:please\s+)?(?:tell|list|name|give|show|describe|explain|find|repeat)\b)",
         r"|(?i:\b(?:remind|remember|recall|recap|summari[sz]e|tell me|what was|what were",
         r"|you said|i (?:told|said|mentioned)|recently|lately|earlier|last time|the other day",
         r"|days ago|previously)\b)",
         r"|吗|什么|哪|谁|几[个点天次]|多少|怎么|为什么|是否|有没有|记得|提醒|告诉我|回顾|总结",
-        r"|说过|提到过|最近|上次|之前|以前|前几天|那天",
+        r"|说过|提到过|最近|上次|之前|以前|前几天|那天|请问|帮我(?:想|回忆|找|查)",
     ))
     .expect("the asks pattern compiles")
 });
@@ -71,6 +72,9 @@ mod tests {
             "上次说的那家餐厅",
             "我想知道你对这本书的看法吗",
             "ok?",
+            "List the places we planned to visit.",
+            "Please name the restaurant from our trip.",
+            "请问我的航班号",
         ] {
             assert!(asks(text), "{text:?}");
         }

@@ -229,6 +229,7 @@ def test_a_statement_gets_no_block_a_question_does() -> None:
     [
         ("who is the governor", True),
         ("Remind me of the booking code", True),
+        ("List the places we planned to visit.", True),
         ("Recently I've been exploring different workout methods.", True),
         ("你还记得我养的鹦鹉叫什么", True),
         ("上次说的那家餐厅", True),
