@@ -291,3 +291,21 @@ def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
     older = MANY[spans[0][0] - 2 : spans[0][0]]
     assert COUNTER.count_messages(p.messages) + sum(map(COUNTER.count_message, older)) > budget
     assert [*p.messages[: -1 - n], p.messages[-1]] == off.messages
+
+
+def test_a_recap_about_something_named_brings_it_first() -> None:
+    # "what did I tell you about trip number 5?": the exchange about it, then the newest
+    cm = manager()
+    state = replayed(cm, MANY)
+    t = 5
+    recap = {"role": "user", "content": f"Can you recap what I told you about trip number {t}?"}
+    p = cm.prepare([*MANY, recap], state)
+    off = manager(recall=False).prepare([*MANY, recap], state)
+    assert CODES[t] not in text(off.messages)
+    assert CODES[t] in text(p.messages)
+    spans = [(u["start"], u["end"]) for u in p.stats["recalled"]]
+    first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
+    assert spans[-1][1] == first_kept and len(spans) >= 2
+    budget = WINDOW - cm.output_reserve
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    assert p.messages[-1] is recap

@@ -138,16 +138,21 @@ def _recent(
     room: int,
     skip: set[int],
     counter: Any,
+    named: RecallResult,
 ) -> RecallResult:
-    """The newest evicted exchanges that fit in ``room`` tokens, in conversation order, one
-    stamped span per session date (a recap's block)."""
+    """A recap's block: the units of ``named`` and, in the rest of ``room`` tokens, the newest
+    evicted exchanges, in conversation order, one stamped stretch per session date."""
+    fixed = [[u.start, u.end] for u in named.units]
+    taken = {k for a, b in fixed for k in range(a, b)}
     hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
     lo = max(0, hi - RECAP_LOOKBACK)
     units = tool_units(list(history[lo:hi]))
     picked: list[tuple[int, int]] = []
-    used = 0
+    used = named.tokens
     for start, end, _kind in reversed(units):
         span = range(lo + start, lo + end)
+        if any(k in taken for k in span):
+            continue  # in the block already
         if any(k in skip or history[k].get("role") in SYSTEM_ROLES for k in span):
             break
         tokens = sum(counter.count_message(history[k]) for k in span)
@@ -160,21 +165,20 @@ def _recent(
     last_date: str | None = None
     for start, end in picked:
         date, _ = said_at(history[start], "")
-        if spans and (date is None or date == last_date):
+        if spans and spans[-1][1] == start and (date is None or date == last_date):
             spans[-1][1] = end
         else:
             spans.append([start, end])
         last_date = date or last_date
-    while spans:
-        out = rebuild(history, spans, room, counter, lambda k: k not in skip)
-        if out is not None:
-            return out
+    while True:
+        out = rebuild(history, sorted(fixed + spans), room, counter, lambda k: k not in skip)
+        if out is not None or not spans:
+            return out if out is not None else named
         spans[0][0] += 1  # the stamps took more than reserved: give up the oldest message
         if spans[0][0] >= spans[0][1]:
             spans.pop(0)
         elif history[spans[0][0]].get("role") not in ("user", "assistant"):
             spans.pop(0)
-    return RecallResult()
 
 
 def asks(text: str) -> bool:
@@ -315,8 +319,24 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     if not asks_something:
         result = RecallResult()
     elif result is None and plain and asks_recap(query):
+        # a recap names nothing to look for ("recap what I told you"): the newest evicted
+        # exchanges in all the room left; one about something the prompt lacks ("what did we
+        # say about the Lisbon trip?") gets what is about it first
         recap = True
-        result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter)
+        named = RecallResult()
+        if not _covered(query, inp, settings.index):
+            named = recall(
+                history,
+                query,
+                room,
+                counter=counter,
+                candidates=range(n),
+                exclude=in_prompt,
+                exclude_text=inp.summary,
+                index=settings.index,
+                embedder=settings.embedder,
+            )
+        result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, named)
     covered = result is None and _covered(query, inp, settings.index)
     if covered:
         result = RecallResult()
