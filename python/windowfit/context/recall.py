@@ -15,9 +15,10 @@ A block is chosen only when the latest user message asks something (:func:`asks`
 a request to be told or reminded, a reference to an earlier time) or an agent's tool round is
 pending: a remark gets none, since a block for every remark moved on most turns of a chatty
 conversation and broke the cached prefix. A request to go over the conversation as a whole
-(:func:`asks_recap`, "can you recap what I told you?") names nothing to look for: its block takes all
-the room the prompt leaves, filled with the newest evicted exchanges, so the prompt holds as
-much of the recent conversation as a plain window filled to the budget, and the summary too.
+(:func:`asks_recap`, "can you recap what I told you?") mostly names nothing to look for: its
+block takes all the room the prompt leaves, filled with the newest evicted exchanges (after
+what its own words find, when the prompt lacks them), so the prompt holds as much of the recent
+conversation as a plain window filled to the budget, and the summary too.
 
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
