@@ -158,7 +158,10 @@ def _proxy_answer(
     n = len(exchanges)
 
     def shared(e: tuple[str, str]) -> float:
-        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in q & set(_content_words(e[1], zh)))
+        # summed in a fixed order: a set's order follows the process's string hashing, and
+        # float sums in another order broke ties between exchanges differently from run to run
+        shared_words = sorted(q & set(_content_words(e[1], zh)))
+        return sum(math.log((n + 1) / (df[w] + 0.5)) for w in shared_words)
 
     best = max(pool, key=shared)
     words = [w for w in dict.fromkeys(_content_words(best[1], zh)) if w not in q]

@@ -39,6 +39,8 @@ __all__ = [
     "DEFAULT_DIRECTION",
     "RecallIndex",
     "recall_terms",
+    "recall_asks",
+    "recall_recaps",
     "_message_keys",
     "_memo_stats",
     "_dicts_only",
@@ -296,3 +298,5 @@ class RecallIndex:
     ) -> tuple[int, int, bool]: ...
 
 def recall_terms(text: str) -> list[str]: ...
+def recall_asks(text: str) -> bool: ...
+def recall_recaps(text: str) -> bool: ...

@@ -1,6 +1,6 @@
 //! Bindings of `recall`: `RecallIndex`, the incremental lexical index over a history's
-//! messages, and `recall_terms`, its text rules (so Python layers compare texts by the same
-//! terms the index scores).
+//! messages, `recall_terms`, its text rules (so Python layers compare texts by the same
+//! terms the index scores), and `recall_asks` / `recall_recaps`, what a user message asks.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -12,7 +12,7 @@ use super::errors::guarded;
 use super::messages::extract_message;
 use super::text::{text_from_str, Text};
 use crate::count::{Message, MessageFormat, Part};
-use crate::recall::{terms, RecallIndex};
+use crate::recall::{asks, terms, RecallIndex};
 use rustc_hash::FxHashSet;
 
 struct State {
@@ -196,8 +196,25 @@ fn recall_terms(text: &Bound<'_, PyString>) -> PyResult<Vec<String>> {
     guarded("recall_terms", || Ok(terms::terms(crate::recall::head(text.as_ref(), crate::recall::MAX_DOC_BYTES))))
 }
 
+/// Whether a user message asks something (a question, a request to be told or reminded, a
+/// reference to an earlier time): only then does the manager recall for it.
+#[pyfunction]
+fn recall_asks(text: &Bound<'_, PyString>) -> PyResult<bool> {
+    let text = text_from_str(text);
+    guarded("recall_asks", || Ok(asks::asks(text.as_ref())))
+}
+
+/// Whether a user message asks to go over the conversation as a whole (a recap).
+#[pyfunction]
+fn recall_recaps(text: &Bound<'_, PyString>) -> PyResult<bool> {
+    let text = text_from_str(text);
+    guarded("recall_recaps", || Ok(asks::recaps(text.as_ref())))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRecallIndex>()?;
     m.add_function(wrap_pyfunction!(recall_terms, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_asks, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_recaps, m)?)?;
     Ok(())
 }

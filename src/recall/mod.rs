@@ -8,6 +8,7 @@
 //! for the longest are forgotten; a document's text is read up to [`MAX_DOC_BYTES`] and a
 //! query's up to [`MAX_QUERY_BYTES`], keeping its [`MAX_QUERY_TERMS`] rarest terms.
 
+pub mod asks;
 pub mod terms;
 
 use rustc_hash::{FxHashMap, FxHashSet};

@@ -3,6 +3,7 @@ one block right before it, within the budget, and the rest of the prompt is unch
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from test_recall import FACTS, chat, tool_history
 from windowfit.context.recall import (
     DEFAULT_RECALL_RATIO,
     RecallInput,
+    asks,
+    asks_recap,
     recall_settings,
     recall_stage,
 )
@@ -133,6 +136,7 @@ def test_agent_calls_of_one_turn_send_the_same_block() -> None:
         )
     state = None
     by_cut: dict[int, list[Any]] = {}
+    heads: dict[int, list[Any]] = {}
     budget = WINDOW - cm.output_reserve
     for i in range(len(msgs) - 20, len(msgs) + 1, 2):
         p = cm.prepare(msgs[:i], state)
@@ -140,10 +144,15 @@ def test_agent_calls_of_one_turn_send_the_same_block() -> None:
         assert COUNTER.count_messages(p.messages) <= budget
         spans = [(u["start"], u["end"]) for u in p.stats["recalled"]]
         by_cut.setdefault(p.stats["cut"], []).append((spans, p.stats["recall_reason"]))
+        # the prompt up to the latest user message: the block's stamps name the history
+        # length it was chosen at, so a kept block is the same text on every call
+        ask = next(j for j, m in enumerate(p.messages) if m is msgs[len(base)])
+        heads.setdefault(p.stats["cut"], []).append(p.messages[: ask + 1])
     assert any(len(v) > 1 and v[0][0] for v in by_cut.values()), by_cut
-    for calls in by_cut.values():
+    for cut, calls in by_cut.items():
         assert all(spans == calls[0][0] for spans, _ in calls)
         assert all(reason == "kept from the previous call" for spans, reason in calls[1:] if spans)
+        assert all(head == heads[cut][0] for head in heads[cut])
 
 
 def test_a_failing_embedder_never_breaks_prepare() -> None:
@@ -200,3 +209,103 @@ def test_session_prepare_recalls_over_the_stored_history() -> None:
     p = s.prepare(manager())
     assert p.stats["recalled"]
     assert code in text(p.messages)
+
+
+def test_a_statement_gets_no_block_a_question_does() -> None:
+    # a remark about a topic that left the window is not a question about it: a block for
+    # every remark moved on most turns of a chat and broke the cached prefix
+    t, code = next(iter(CODES.items()))
+    said = {"role": "user", "content": f"The trip number {t} booking went well."}
+    asked = {"role": "user", "content": f"What is the booking code for trip number {t}?"}
+    remark = manager().prepare([*MANY, said], None)
+    assert remark.stats["recalled"] == []
+    assert remark.stats["recall_reason"] == "the message asks nothing"
+    question = manager().prepare([*MANY, asked], None)
+    assert question.stats["recalled"] and code in text(question.messages)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("who is the governor", True),
+        ("Remind me of the booking code", True),
+        ("List the places we planned to visit.", True),
+        ("Recently I've been exploring different workout methods.", True),
+        ("你还记得我养的鹦鹉叫什么", True),
+        ("上次说的那家餐厅", True),
+        ("We painted the living room teal.", False),
+        ("Thanks, that helps a lot!", False),
+        ("我今天去公园散步了。", False),
+    ],
+)
+def test_what_counts_as_asking(message: str, expected: bool) -> None:
+    assert asks(message) is expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Before we wrap up, can you recap the important things I have told you?", True),
+        ("What have I told you so far?", True),
+        ("Could you summarize our conversation?", True),
+        ("最后，能帮我回顾一下我之前告诉过你的重要事情吗？", True),
+        ("What is the booking code for trip number 5?", False),
+        ("你还记得我养的鹦鹉叫什么吗？", False),
+    ],
+)
+def test_what_counts_as_a_recap_request(message: str, expected: bool) -> None:
+    assert asks_recap(message) is expected
+
+
+def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
+    # no term of the request names what to look for: the room the prompt leaves is filled
+    # with the exchanges right before the window, as a plain window filled to the budget would
+    cm = manager()
+    state = replayed(cm, MANY)
+    recap = {"role": "user", "content": "Can you recap what I have told you so far?"}
+    history = [*MANY, recap]
+    p = cm.prepare(history, state)
+    off = manager(recall=False).prepare(history, state)
+    recalled = p.stats["recalled"]
+    assert recalled, p.stats["recall_reason"]
+    budget = WINDOW - cm.output_reserve
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    assert p.stats["tokens_recall"] > DEFAULT_RECALL_RATIO * budget  # beyond a question's share
+    # one contiguous stretch ending right before the window's first message
+    first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
+    spans = [(u["start"], u["end"]) for u in recalled]
+    assert spans[-1][1] == first_kept
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    n = sum(e - s for s, e in spans)
+    block = p.messages[-1 - n : -1]
+    at = 0
+    for start, end in spans:  # one stamped stretch per session date, the history verbatim
+        first = str(block[at]["content"])
+        assert first.startswith(f"[Recalled from earlier: said {MANY[start]['date']}, message ")
+        assert first.endswith(MANY[start]["content"])
+        assert all(a is b for a, b in zip(block[at + 1 : at + end - start], MANY[start + 1 : end]))
+        at += end - start
+    assert at == n
+    assert len({MANY[s]["date"] for s, _ in spans}) == len(spans)
+    # and the next older exchange would not have fitted
+    older = MANY[spans[0][0] - 2 : spans[0][0]]
+    assert COUNTER.count_messages(p.messages) + sum(map(COUNTER.count_message, older)) > budget
+    assert [*p.messages[: -1 - n], p.messages[-1]] == off.messages
+
+
+def test_a_recap_about_something_named_brings_it_first() -> None:
+    # "what did I tell you about trip number 5?": the exchange about it, then the newest
+    cm = manager()
+    state = replayed(cm, MANY)
+    t = 5
+    recap = {"role": "user", "content": f"Can you recap what I told you about trip number {t}?"}
+    p = cm.prepare([*MANY, recap], state)
+    off = manager(recall=False).prepare([*MANY, recap], state)
+    assert CODES[t] not in text(off.messages)
+    assert CODES[t] in text(p.messages)
+    spans = [(u["start"], u["end"]) for u in p.stats["recalled"]]
+    first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
+    assert spans[-1][1] == first_kept and len(spans) >= 2
+    budget = WINDOW - cm.output_reserve
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    assert p.messages[-1] is recap

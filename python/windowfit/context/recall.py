@@ -8,7 +8,17 @@ the rest of the prompt is exactly what it would be without recall: everything be
 block is the same from call to call and the provider's prompt cache keeps hitting. The
 recalled set is kept in the state while neither the latest user message nor the window's
 start moves, so the calls of one agent turn send the same block (a stable prefix) even though
-the pending tool round is part of the query.
+the pending tool round is part of the query; a kept block's stamps name the history length it
+was chosen at, so it is the same text on every call.
+
+A block is chosen only when the latest user message asks something (:func:`asks`: a question,
+a request to be told or reminded, a reference to an earlier time) or an agent's tool round is
+pending: a remark gets none, since a block for every remark moved on most turns of a chatty
+conversation and broke the cached prefix. A request to go over the conversation as a whole
+(:func:`asks_recap`, "can you recap what I told you?") mostly names nothing to look for: its
+block takes all the room the prompt leaves, filled with the newest evicted exchanges (after
+what its own words find, when the prompt lacks them), so the prompt holds as much of the recent
+conversation as a plain window filled to the budget, and the summary too.
 
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
@@ -23,12 +33,15 @@ from typing import Any
 
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
+from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text, tool_units
 from windowfit.recalling import Embedder, RecallResult, rebuild, recall
+from windowfit.summarize.salience import said_at
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
     "apply_recall",
+    "asks",
+    "asks_recap",
     "recall_input",
     "RecallInput",
     "RecallOutput",
@@ -50,6 +63,10 @@ MIN_ROOM = 48
 COVERED = 0.8
 #: How much of the pending tool round joins the latest user message in the query.
 PENDING_CHARS = 4000
+#: How far back a recap's block looks for evicted exchanges, in messages.
+RECAP_LOOKBACK = 400
+#: The tokens a block's stamp takes, reserved per session a recap's block spans.
+STAMP_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,73 @@ def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
         pending = "\n".join(message_text(m) for m in history[k:])
         query = f"{query}\n{pending[:PENDING_CHARS]}"
     return query
+
+
+def _recent(
+    history: Sequence[Mapping[str, Any]],
+    inp: RecallInput,
+    room: int,
+    skip: set[int],
+    counter: Any,
+    named: RecallResult,
+) -> RecallResult:
+    """A recap's block: the units of ``named`` and, in the rest of ``room`` tokens, the newest
+    evicted exchanges, in conversation order, one stamped stretch per session date."""
+    fixed = [[u.start, u.end] for u in named.units]
+    taken = {k for a, b in fixed for k in range(a, b)}
+    hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
+    lo = max(0, hi - RECAP_LOOKBACK)
+    units = tool_units(list(history[lo:hi]))
+    picked: list[tuple[int, int]] = []
+    used = named.tokens
+    for start, end, _kind in reversed(units):
+        span = range(lo + start, lo + end)
+        if any(k in taken for k in span):
+            continue  # in the block already
+        if any(k in skip or history[k].get("role") in SYSTEM_ROLES for k in span):
+            break
+        tokens = sum(counter.count_message(history[k]) for k in span)
+        if used + tokens + STAMP_TOKENS > room:
+            break
+        used += tokens
+        picked.append((span.start, span.stop))
+    picked.reverse()
+    spans: list[list[int]] = []
+    last_date: str | None = None
+    for start, end in picked:
+        date, _ = said_at(history[start], "")
+        if spans and spans[-1][1] == start and (date is None or date == last_date):
+            spans[-1][1] = end
+        else:
+            spans.append([start, end])
+        last_date = date or last_date
+    while True:
+        out = rebuild(history, sorted(fixed + spans), room, counter, lambda k: k not in skip)
+        if out is not None or not spans:
+            return out if out is not None else named
+        spans[0][0] += 1  # the stamps took more than reserved: give up the oldest message
+        if spans[0][0] >= spans[0][1]:
+            spans.pop(0)
+        elif history[spans[0][0]].get("role") not in ("user", "assistant"):
+            spans.pop(0)
+
+
+def asks(text: str) -> bool:
+    """Whether a user message asks something: a question, a request to be told or reminded,
+    a reference to an earlier time ("recently", "last time"), in English or Chinese (the
+    core's rule, ``_core.recall_asks``). A remark gets no block: a block for every remark
+    moved on most turns of a chatty conversation and broke the cached prefix there, for turns
+    nobody asked about."""
+    return _core.recall_asks(text)
+
+
+def asks_recap(text: str) -> bool:
+    """Whether a user message asks to go over the conversation as a whole ("can you recap
+    what I told you?", ``_core.recall_recaps``): it names nothing to look for, and everything
+    said is what it is about, so its block takes all the room the prompt leaves, filled with
+    the newest evicted exchanges (the verbatim window extended back, as far as a plain window
+    filled to the budget would reach)."""
+    return _core.recall_recaps(text)
 
 
 def _covered(query: str, inp: RecallInput, index: _core.RecallIndex) -> bool:
@@ -207,16 +291,53 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     record = inp.state.get("recall")
     result: RecallResult | None = None
     reused = False
+    # the history length the block's stamps name: the one it was chosen at while it is kept
+    # (stamped with the history's length now, a kept block changed on every call of a turn)
+    stamped = n
+    recap = False
     if isinstance(record, Mapping) and record.get("key") == key:
+        total, recap = record.get("total"), record.get("recap") is True
+        kept = total if isinstance(total, int) and not isinstance(total, bool) else n
         result = rebuild(
-            history, record.get("units") or [], room, counter, lambda k: k not in in_prompt
+            history,
+            record.get("units") or [],
+            inp.budget - inp.tokens if recap else room,
+            counter,
+            lambda k: k not in in_prompt,
+            kept,
         )
         reused = result is not None
         if result is None:
             # the window grew into the block's room: choose again within the room the window
             # leaves until its next cut, so the block stays put from here on
             room = min(room, inp.stable_room)
+            recap = False
+        else:
+            stamped = kept
     query = _query(history, last_user) if result is None else ""
+    plain = query == message_text(history[last_user])
+    asks_something = result is not None or not plain or asks(query)
+    if not asks_something:
+        result = RecallResult()
+    elif result is None and plain and asks_recap(query):
+        # a recap names nothing to look for ("recap what I told you"): the newest evicted
+        # exchanges in all the room left; one about something the prompt lacks ("what did we
+        # say about the Lisbon trip?") gets what is about it first
+        recap = True
+        named = RecallResult()
+        if not _covered(query, inp, settings.index):
+            named = recall(
+                history,
+                query,
+                room,
+                counter=counter,
+                candidates=range(n),
+                exclude=in_prompt,
+                exclude_text=inp.summary,
+                index=settings.index,
+                embedder=settings.embedder,
+            )
+        result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, named)
     covered = result is None and _covered(query, inp, settings.index)
     if covered:
         result = RecallResult()
@@ -233,12 +354,19 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             embedder=settings.embedder,
         )
     result = _within_caps(result, inp)
-    new_record = {"key": key, "units": [[u.start, u.end] for u in result.units]}
+    new_record = {
+        "key": key,
+        "units": [[u.start, u.end] for u in result.units],
+        "total": stamped,
+        "recap": recap and bool(result.units),
+    }
     if not result.messages:
         out = _none(
             inp,
             "the prompt already holds what the message is about"
             if covered
+            else "the message asks nothing"
+            if not asks_something
             else "nothing evicted matches the question",
         )
         out.record = new_record

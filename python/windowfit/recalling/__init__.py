@@ -448,8 +448,10 @@ def _select(
     counter: Counter,
     exclude_text: str,
     min_share: float,
+    total: int | None = None,
 ) -> RecallResult:
-    """Greedy by score: the best units that fit, deduplicated, then put in conversation order."""
+    """Greedy by score: the best units that fit, deduplicated, then put in conversation order.
+    ``total``: the history length the stamps name (default: ``len(msgs)``)."""
     out = RecallResult()
     best = max((p.score for p in pool), default=0.0)
     if best <= 0:
@@ -479,7 +481,7 @@ def _select(
         date = dates.at(cand.start)
         # the stamp speaks the unit's language, so a kept block is rebuilt identically
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
-        stamp = _stamp_text(date, cand.start, len(msgs), zh)
+        stamp = _stamp_text(date, cand.start, total or len(msgs), zh)
         block: list[Any] = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
         tokens = sum(counter.count_message(m) for m in block)
         if used + tokens > budget:
@@ -502,9 +504,11 @@ def rebuild(
     budget: int,
     counter: Counter,
     allowed: Callable[[int], bool],
+    total: int | None = None,
 ) -> RecallResult | None:
-    """The block for units chosen earlier (``[start, end]`` pairs), stamped the same way; None
-    when one of them is no longer a candidate or the block no longer fits."""
+    """The block for units chosen earlier (``[start, end]`` pairs), stamped the same way
+    (``total``: the history length its stamps named, default ``len(history)``); None when one
+    of them is no longer a candidate or the block no longer fits."""
     pool: list[_Candidate] = []
     for span in spans:
         if len(span) != 2 or not all(allowed(k) for k in range(int(span[0]), int(span[1]))):
@@ -512,5 +516,5 @@ def rebuild(
         pool.append(_Candidate(int(span[0]), int(span[1]), 1.0, "kept from the previous call"))
     if not pool:
         return RecallResult()
-    out = _select(history, pool, budget, counter, "", 0.0)
+    out = _select(history, pool, budget, counter, "", 0.0, total)
     return out if len(out.units) == len(pool) else None
