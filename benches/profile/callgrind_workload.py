@@ -22,7 +22,7 @@ steady state of that call. Workloads:
   100,000: *cold* with a new empty counter each call, *turn* one new turn (a new list: the
   history plus two new messages) with the counter of the previous fits (``report_fit.py``'s
   warm column), *warm* the same list again;
-* ``manager_{steady,new}_{1k,10k}`` and ``..._norecall``: ``ContextManager(model="gpt-4o",
+* ``manager_{steady,new}_{100,1k,10k}`` and ``..._norecall``: ``ContextManager(model="gpt-4o",
   summarizer="none").prepare`` on ``bench_manager.history(n)`` (``report_manager.py``):
   *steady* the state of the previous prepare of the same list, *new* one new user message
   each call from the state before it; ``_norecall`` with ``recall=False`` (a commit without
@@ -79,6 +79,10 @@ CALLS = {
     "fit_warm_100": 1_000,
     "fit_warm_1k": 200,
     "fit_warm_10k": 20,
+    "manager_steady_100": 400,
+    "manager_steady_100_norecall": 400,
+    "manager_new_100": 400,
+    "manager_new_100_norecall": 400,
     "manager_steady_1k": 100,
     "manager_steady_1k_norecall": 100,
     "manager_steady_10k": 20,

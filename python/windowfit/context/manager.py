@@ -30,7 +30,7 @@ from windowfit.context.masker import Masker
 from windowfit.context.plan import Fitted, Job, Message, Plan
 from windowfit.context.planner import Planner
 from windowfit.context.prepared import Prepared, PreparedStats
-from windowfit.context.recall import RecallSettings, apply_recall, recall_input, recall_stage
+from windowfit.context.recall import RecallSettings, apply_recall, recall_after_fit
 from windowfit.context.runner import SummaryRunner
 from windowfit.context.state import StateLoader, cut_check, now
 from windowfit.context.stats import Stats
@@ -240,12 +240,14 @@ class ContextManager:
         self._record_window(plan, fitted)
         prepared = list(fitted.result.messages)
         self._stats.fill(plan, fitted, prepared)
-        recalled = recall_stage(
+        recalled = recall_after_fit(
             self.settings.recall_settings,
             self.settings.counter,
-            recall_input(
-                plan, fitted, summary, (self.settings.max_messages, self.settings.max_turns)
-            ),
+            plan,
+            fitted,
+            prepared,
+            summary,
+            (self.settings.max_messages, self.settings.max_turns),
         )
         prepared = apply_recall(recalled, cast(dict[str, Any], plan.stats), plan.state)
         plan.state["updated_at"] = now()

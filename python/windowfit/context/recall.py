@@ -42,6 +42,7 @@ __all__ = [
     "apply_recall",
     "asks",
     "asks_recap",
+    "recall_after_fit",
     "recall_input",
     "RecallInput",
     "RecallOutput",
@@ -67,6 +68,8 @@ PENDING_CHARS = 4000
 RECAP_LOOKBACK = 400
 #: The tokens a block's stamp takes, reserved per session a recap's block spans.
 STAMP_TOKENS = 24
+#: ``stats["recall_reason"]`` with recall switched off.
+RECALL_OFF = "recall is off"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,11 @@ class RecallSettings:
     ratio: float
     embedder: Embedder | None
     index: _core.RecallIndex
+
+    @property
+    def active(self) -> bool:
+        """Recall runs: switched on, with a share of the budget to fill."""
+        return self.enabled and self.ratio > 0
 
 
 def recall_settings(enabled: Any, ratio: Any, embedder: Any) -> RecallSettings:
@@ -256,8 +264,12 @@ def _within_caps(result: RecallResult, inp: RecallInput) -> RecallResult:
 
 
 def _none(inp: RecallInput, reason: str, **extra: Any) -> RecallOutput:
+    return _unchanged(inp.prompt, inp.tokens, reason, **extra)
+
+
+def _unchanged(prompt: list[Any], tokens: int, reason: str, **extra: Any) -> RecallOutput:
     stats = {"recalled": [], "tokens_recall": 0, "recall_reason": reason, **extra}
-    return RecallOutput(inp.prompt, inp.tokens, stats)
+    return RecallOutput(prompt, tokens, stats)
 
 
 def recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> RecallOutput:
@@ -270,8 +282,8 @@ def recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> Re
 
 
 def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> RecallOutput:
-    if not settings.enabled or settings.ratio <= 0:
-        return _none(inp, "recall is off")
+    if not settings.active:
+        return _none(inp, RECALL_OFF)
     history, last_user = inp.history, inp.last_user
     if last_user is None:
         return _none(inp, "no user message to answer")
@@ -387,15 +399,35 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
     return RecallOutput(prompt, inp.tokens + result.tokens, stats, new_record)
 
 
+def recall_after_fit(
+    settings: RecallSettings,
+    counter: Any,
+    plan: Any,
+    fitted: Any,
+    prompt: list[Any],
+    summary: str,
+    caps: tuple[int | None, int | None] = (None, None),
+) -> RecallOutput:
+    """The stage on the manager's final fit, ``prompt`` the manager's copy of its messages.
+    Off, the input is not built: its sources are a pass over the whole prompt."""
+    if not settings.active:
+        return _unchanged(prompt, int(fitted.result.tokens), RECALL_OFF)
+    return recall_stage(settings, counter, recall_input(plan, fitted, prompt, summary, caps))
+
+
 def recall_input(
-    plan: Any, fitted: Any, summary: str, caps: tuple[int | None, int | None] = (None, None)
+    plan: Any,
+    fitted: Any,
+    prompt: list[Any],
+    summary: str,
+    caps: tuple[int | None, int | None] = (None, None),
 ) -> RecallInput:
-    """The stage's input from the manager's plan and final fit (``caps``: the manager's
-    ``max_messages`` and ``max_turns``)."""
+    """The stage's input from the manager's plan and final fit, ``prompt`` the manager's copy
+    of the fit's messages (``caps``: the manager's ``max_messages`` and ``max_turns``)."""
     view, result = fitted.view, fitted.result
     return RecallInput(
         history=plan.msgs,
-        prompt=list(result.messages),
+        prompt=prompt,  # read only: the stage inserts its block into a new list
         sources=[view.source[k] for k in result.kept],
         tokens=int(result.tokens),
         budget=plan.budget.prompt_budget,
