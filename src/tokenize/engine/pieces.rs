@@ -23,7 +23,7 @@
 //! whole at once, the bound's 8 MiB cost a fresh thread its first pages on nearly every new
 //! piece (dialog's first pass 19 against 54 MB/s with a 1 MiB table, and on 16 threads a
 //! batch of short texts slowed as threads were added). A table of 2 MiB or more (the bound,
-//! once grown to) is laid on huge pages where the system has them ([`HUGE_PAGES`]).
+//! once grown to) is laid on huge pages where the system has them ([`HUGE_PAGE`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -113,7 +113,6 @@ const SET_BYTES: usize = WAYS * 16;
 /// TLB holds many times over, and a growing thread faulted each of its pages twice (the probe's
 /// read maps the zero page, the store after the miss copies it): 4,096 faults in the first pass
 /// over the source code corpus. On 2 MiB pages it is four faults and four TLB entries.
-const HUGE_PAGES: bool = cfg!(target_os = "linux");
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Ask for huge pages for `len` bytes from `at` (both multiples of [`HUGE_PAGE`]), before
@@ -135,7 +134,7 @@ unsafe fn advise_huge(_at: *mut u8, _len: usize) {}
 #[derive(Default)]
 pub struct PieceTable {
     /// The entries, set after set from `start` (the first 64-byte boundary, or huge-page
-    /// boundary, see [`HUGE_PAGES`]). Allocated zeroed as plain integers, so the allocator
+    /// boundary, see [`HUGE_PAGE`]). Allocated zeroed as plain integers, so the allocator
     /// hands out fresh zero pages the system maps only when a set on them is first written:
     /// a thread that counts a little text touches a little of its table.
     slots: Vec<u128>,
@@ -230,7 +229,7 @@ impl PieceTable {
         // A table of huge pages gets a huge page of slack to start on one (untouched: it
         // costs address space, not memory).
         let bytes = n_sets * SET_BYTES;
-        let align = if HUGE_PAGES && huge_pages() && bytes >= HUGE_PAGE { HUGE_PAGE } else { SET_BYTES };
+        let align = if huge_pages() && bytes >= HUGE_PAGE { HUGE_PAGE } else { SET_BYTES };
         let len = n_sets * WAYS + align / 16 - 1;
         let Ok(layout) = std::alloc::Layout::array::<u128>(len) else { return };
         // SAFETY: a non-zero size (n_sets >= 1); checked for null before use.
@@ -397,7 +396,7 @@ pub(crate) mod tests {
                 grown = true;
                 assert_eq!(t.bytes(), FIRST_ENTRIES * 8 * 16, "at the bound at once");
                 let sets_at = t.slots[t.start..].as_ptr() as usize;
-                let align = if HUGE_PAGES && huge_pages() { HUGE_PAGE } else { SET_BYTES };
+                let align = if huge_pages() { HUGE_PAGE } else { SET_BYTES };
                 assert_eq!(sets_at % align, 0, "8 MiB of sets start on a huge page");
                 assert!(t.start + t.bytes() / 16 <= t.slots.len());
                 assert!(held.iter().all(|&k| t.get(k).is_some()), "every piece it held is kept");
