@@ -190,6 +190,29 @@ def _recent(
             spans.pop(0)
 
 
+def _search(
+    settings: RecallSettings,
+    counter: Any,
+    inp: RecallInput,
+    query: str,
+    room: int,
+    in_prompt: set[int],
+) -> RecallResult:
+    """The evicted units (none of ``in_prompt``) that best match ``query`` within ``room``
+    tokens, deduplicated against the summary."""
+    return recall(
+        inp.history,
+        query,
+        room,
+        counter=counter,
+        candidates=range(len(inp.history)),
+        exclude=in_prompt,
+        exclude_text=inp.summary,
+        index=settings.index,
+        embedder=settings.embedder,
+    )
+
+
 def asks(text: str) -> bool:
     """Whether a user message asks something: a question, a request to be told or reminded,
     a reference to an earlier time ("recently", "last time"), in English or Chinese (the
@@ -327,44 +350,27 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         else:
             stamped = kept
     query = _query(history, last_user) if result is None else ""
-    plain = query == message_text(history[last_user])
+    # a query other than the user's text carries a pending tool round: an agent's turn asks
+    plain = result is None and query == message_text(history[last_user])
     asks_something = result is not None or not plain or asks(query)
-    if not asks_something:
-        result = RecallResult()
-    elif result is None and plain and asks_recap(query):
-        # a recap names nothing to look for ("recap what I told you"): the newest evicted
-        # exchanges in all the room left; one about something the prompt lacks ("what did we
-        # say about the Lisbon trip?") gets what is about it first
-        recap = True
-        named = RecallResult()
-        if not _covered(query, inp, settings.index):
-            named = recall(
-                history,
-                query,
-                room,
-                counter=counter,
-                candidates=range(n),
-                exclude=in_prompt,
-                exclude_text=inp.summary,
-                index=settings.index,
-                embedder=settings.embedder,
-            )
-        result = _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, named)
-    covered = result is None and _covered(query, inp, settings.index)
-    if covered:
+    covered = False
+    if result is None and not asks_something:
         result = RecallResult()
     if result is None:
-        result = recall(
-            history,
-            query,
-            room,
-            counter=counter,
-            candidates=range(n),
-            exclude=in_prompt,
-            exclude_text=inp.summary,
-            index=settings.index,
-            embedder=settings.embedder,
+        covered = _covered(query, inp, settings.index)
+        found = (
+            RecallResult() if covered else _search(settings, counter, inp, query, room, in_prompt)
         )
+        # a recap names nothing to look for ("recap what I told you"): the newest evicted
+        # exchanges in all the room left, after what its own words find ("what did we say
+        # about the Lisbon trip?") when the prompt lacks it
+        recap = plain and asks_recap(query)
+        result = (
+            _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, found)
+            if recap
+            else found
+        )
+        covered = covered and not recap
     result = _within_caps(result, inp)
     new_record = {
         "key": key,
