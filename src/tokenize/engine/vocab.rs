@@ -81,6 +81,9 @@ pub struct Vocab {
     giant: OnceLock<BytePairEncoding>,
     /// Bytes of the longest token: a piece of `n` bytes is at least `n / longest` tokens.
     longest: usize,
+    /// Whether each of the 256 bytes is a token (every byte-level vocabulary): a piece of one
+    /// byte is then one token, and one of two bytes one or two.
+    every_byte: bool,
 }
 
 /// A missing rank in [`Vocab::pairs`] (ranks are far below it).
@@ -121,7 +124,8 @@ impl Vocab {
             }
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
-        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest }
+        let every_byte = (0..=255u8).all(|b| short.contains_key(&pack(&[b])));
+        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte }
     }
 
     /// Bytes of the longest token.
@@ -155,6 +159,17 @@ impl Vocab {
             self.short.get(&pack(bytes)).copied()
         } else {
             self.long.get(bytes).copied()
+        }
+    }
+
+    /// Tokens of a piece of one or two bytes, when every byte is a token: no table to ask
+    /// but the dense pairs (`None` for other pieces, or another vocabulary).
+    #[inline(always)]
+    pub fn count_tiny(&self, piece: &[u8]) -> Option<usize> {
+        match *piece {
+            [_] if self.every_byte => Some(1),
+            [a, b] if self.every_byte => Some(if self.pairs[pair_index(a, b)] == NO_RANK { 2 } else { 1 }),
+            _ => None,
         }
     }
 
@@ -199,6 +214,27 @@ mod tests {
                 assert_eq!(pack_at(&data[start..], n), pack(&data[start..start + n]), "{start} {n}");
             }
         }
+    }
+
+    #[test]
+    fn tiny_pieces_count_as_their_merge() {
+        for packed in
+            [&include_bytes!("../data/cl100k_base.bin.z")[..], &include_bytes!("../data/o200k_base.bin.z")[..]]
+        {
+            let vocab = Vocab::unpack(packed);
+            assert!(vocab.every_byte);
+            for a in 0..=255u8 {
+                assert_eq!(vocab.count_tiny(&[a]), Some(1));
+                for b in 0..=255u8 {
+                    let merged = crate::tokenize::engine::bpe::count(&[a, b], |x| vocab.rank(x));
+                    assert_eq!(vocab.count_tiny(&[a, b]), Some(merged), "{a} {b}");
+                }
+            }
+            assert_eq!(vocab.count_tiny(b"abc"), None);
+        }
+        // A vocabulary without every byte answers nothing.
+        let partial = Vocab { every_byte: false, ..Vocab::unpack(&include_bytes!("../data/cl100k_base.bin.z")[..]) };
+        assert_eq!(partial.count_tiny(b"a"), None);
     }
 
     #[test]
