@@ -125,6 +125,21 @@ def test_a_fit_result_must_report_its_tokens_and_indices_honestly() -> None:
         check_window(HISTORY, shifted, 10_000, C)
 
 
+def test_a_fit_result_is_checked_by_its_own_indices_when_two_inputs_send_alike() -> None:
+    # An empty assistant turn, and one whose empty tool_calls list is left out when sent: the
+    # window's one message is either, and the result's own index says which was kept.
+    msgs = [
+        {"role": "assistant", "content": ""},
+        {"role": "assistant", "content": "", "tool_calls": []},
+    ]
+    r = wf.fit(msgs, 7, counter=C)
+    assert list(r.kept) == [1]
+    check_window(msgs, r, 7, C, **FIT_PROMISES)
+    wrong = wf.FitResult([{"role": "user", "content": ""}], r.kept, r.dropped, r.tokens, r.budget, r.stats)
+    with pytest.raises(WindowInvariantError, match="order"):
+        check_window(msgs, wrong, 7, C, **FIT_PROMISES)
+
+
 @FAST
 @given(data=st.data())
 def test_removing_any_kept_message_is_caught(data: st.DataObject) -> None:

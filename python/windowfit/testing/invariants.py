@@ -371,6 +371,33 @@ def _blank_results(m: Mapping[str, Any]) -> Any:
     return out
 
 
+def _is_sent_form(msgs: Sequence[Msg], a: Analysis, i: int, w: Any) -> bool:
+    """``w`` is input message ``i`` as a window sends it: itself, an equal copy, its form
+    stripped of unanswered calls, or a tool result cut to fit."""
+    return msgs[i] is w or w == msgs[i] or w == _sent(msgs, a, i) or _cut_result_of(w, msgs[i])
+
+
+def _reported_indices(
+    msgs: Sequence[Msg], a: Analysis, window: Sequence[Any], kept: Sequence[int]
+) -> list[int]:
+    """A FitResult's own ``kept`` indices, checked against its messages: as many, rising,
+    each message the input's at its index. Two inputs can send the same message (an empty
+    assistant turn, and one whose empty ``tool_calls`` list is left out), so the window alone
+    cannot say which was kept."""
+    kept = list(kept)
+    rising = all(0 <= i < j for i, j in zip(kept, kept[1:])) and all(0 <= i < len(msgs) for i in kept)
+    if len(kept) != len(window) or not rising:
+        raise WindowInvariantError(
+            "order", f"kept indices {kept} are not {len(window)} rising input indices"
+        )
+    for k, (i, w) in enumerate(zip(kept, window)):
+        if not _is_sent_form(msgs, a, i, w):
+            raise WindowInvariantError(
+                "order", f"kept indices {kept} do not match the messages (window message {k})"
+            )
+    return kept
+
+
 def _kept_indices(msgs: Sequence[Msg], a: Analysis, window: Sequence[Any]) -> list[int]:
     """Map the window's messages back to input indices: by identity, else by equality (a
     stripped message equals the stripped original), always moving forward."""
@@ -453,14 +480,12 @@ def check_window(
         raise WindowInvariantError("budget", f"reports {reported} tokens, the window counts {sent}")
 
     # (2) order: an order-preserving subsequence; a FitResult's indices partition the input
-    kept = _kept_indices(msgs, a, window)
     if hasattr(result, "kept"):
-        if list(result.kept) != kept:
-            raise WindowInvariantError(
-                "order", f"kept indices {list(result.kept)} do not match the messages ({kept})"
-            )
+        kept = _reported_indices(msgs, a, window, result.kept)
         if sorted(list(result.kept) + list(result.dropped)) != list(range(n)):
             raise WindowInvariantError("order", "kept and dropped do not partition the input")
+    else:
+        kept = _kept_indices(msgs, a, window)
     keep = set(kept)
 
     # (3) pins
