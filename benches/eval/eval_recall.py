@@ -33,6 +33,11 @@ Suites:
   with the question (on the day the question names, if it names one), and its answer words
   are its rarest content words that the question does not contain. The figure is a sanity
   check on real text, not an independent measure.
+- **memorybank-joined**: the same data as one long real conversation per language: every
+  user's days one after the other (each message keeps its date), all users' probing questions
+  asked at the end, an 8k window (about 60k tokens of history per language). A question's
+  proxy answer is found among its own user's exchanges, as above. Skipped, with a message,
+  when the data is absent.
 
 **Prepare time** (``--timing N``): ``prepare`` p50 over single warm calls on an N-message
 history (dialogs concatenated), state and indexes warm. Wall-clock on whatever machine runs
@@ -194,6 +199,20 @@ def memorybank_conversations(folder: Path, language: str) -> list[Conversation]:
             df.update(set(_content_words(text, zh)))
         qs = [(q, _proxy_answer(q, exchanges, zh, df)) for q in questions[user]]
         out.append(Conversation(f"memorybank {user}/{language}", language, messages, qs))
+    return out
+
+
+def joined_conversations(folder: Path) -> list[Conversation]:
+    """Per language, every user's conversation one after the other as one long conversation
+    (the dates kept on each message), every user's questions at the end, each with the proxy
+    answer of its own user's exchanges."""
+    out = []
+    for language in ("zh", "en"):
+        convs = memorybank_conversations(folder, language)
+        if convs:
+            messages = [m for c in convs for m in c.messages]
+            questions = [q for c in convs for q in c.questions]
+            out.append(Conversation(f"memorybank joined/{language}", language, messages, questions))
     return out
 
 
@@ -360,7 +379,7 @@ def table(title: str, s: dict[str, Any]) -> str:
 
 def find_memorybank(explicit: str | None) -> Path | None:
     if explicit:
-        return Path(explicit)
+        return Path(explicit) if Path(explicit).is_dir() else None
     for parent in Path(__file__).resolve().parents:
         p = parent / "shared" / "data" / "dialogs-memorybank"
         if p.is_dir():
@@ -394,6 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memorybank-window", type=int, default=2048)
     parser.add_argument("--no-memorybank", action="store_true")
     parser.add_argument(
+        "--joined-window",
+        type=int,
+        default=8192,
+        help="window of the MemoryBank users joined into one conversation (0: skip that suite)",
+    )
+    parser.add_argument(
         "--ratio", type=float, default=None, help="recall_ratio (default: the manager's)"
     )
     parser.add_argument(
@@ -418,6 +443,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["memorybank"], result["memorybank_by_language"] = run_suite(
             convs, args.memorybank_window, counter, args.ratio, log
         )
+        if args.joined_window:
+            result["memorybank_joined"], result["memorybank_joined_by_language"] = run_suite(
+                joined_conversations(folder), args.joined_window, counter, args.ratio, log
+            )
+    elif not args.no_memorybank:
+        print(
+            "the MemoryBank dialogs (shared/data/dialogs-memorybank/) are absent: skipping the "
+            "memorybank and memorybank-joined suites (--memorybank DIR names the folder)",
+            file=sys.stderr,
+        )
     if args.timing:
         result["timing"] = timing(args.timing, counter, args.window, args.runs)
     result["seconds"] = round(time.perf_counter() - t0, 1)
@@ -429,6 +464,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, title in (
         ("dialogs", f"dialogs, {args.window} window"),
         ("memorybank", f"MemoryBank (proxy answers), {args.memorybank_window} window"),
+        (
+            "memorybank_joined",
+            f"MemoryBank users joined (proxy answers), {args.joined_window} window",
+        ),
     ):
         if key in result:
             out += [table(title, result[key]), ""]
