@@ -158,8 +158,9 @@ def test_harness_on_a_real_agent_run() -> None:
 
 def test_memorybank_joined_suite_is_every_user_in_turn(tmp_path: Path) -> None:
     """The joined suite: one conversation per language, each user's days in date order one
-    after the other with their dates, every user's questions at the end answered from that
-    user's own exchanges; a missing folder is skipped, not an error."""
+    after the other, dates moved after the previous user's last day (and the day a question
+    names with them), every user's questions at the end answered from that user's own
+    exchanges; a missing folder is skipped, not an error."""
     import json
 
     import eval_recall as er
@@ -175,7 +176,9 @@ def test_memorybank_joined_suite_is_every_user_in_turn(tmp_path: Path) -> None:
     }
     (tmp_path / "memory_bank_en.json").write_text(json.dumps(data), "utf-8")
     (tmp_path / "probing_questions_en.jsonl").write_text(
-        json.dumps({"ann": ["What did I bake?"]}) + "\n" + json.dumps({"bob": ["Where?"]}),
+        json.dumps({"ann": ["What did I bake?"]})
+        + "\n"
+        + json.dumps({"bob": ["Where did I go on April 29th?"]}),
         "utf-8",
     )
     (tmp_path / "memory_bank_cn.json").write_text("{}", "utf-8")
@@ -185,8 +188,8 @@ def test_memorybank_joined_suite_is_every_user_in_turn(tmp_path: Path) -> None:
     assert [(m["content"], m["date"]) for m in conv.messages if m["role"] == "user"] == [
         ("I baked focaccia", "2023-04-30"),
         ("I adopted a corgi", "2023-05-01"),
-        ("I visited Lisbon", "2023-04-29"),
+        ("I visited Lisbon", "2023-05-01"),  # ann's two days, then bob's
     ]
-    assert [q for q, _ in conv.questions] == ["What did I bake?", "Where?"]
+    assert [q for q, _ in conv.questions] == ["What did I bake?", "Where did I go on May 1?"]
     assert "focaccia" in conv.questions[0][1] and "lisbon" in conv.questions[1][1]
     assert er.find_memorybank(str(tmp_path / "absent")) is None

@@ -34,7 +34,8 @@ Suites:
   are its rarest content words that the question does not contain. The figure is a sanity
   check on real text, not an independent measure.
 - **memorybank-joined**: the same data as one long real conversation per language: every
-  user's days one after the other (each message keeps its date), all users' probing questions
+  user's days one after the other (each message keeps its date, moved after the previous
+  user's last day, and so does the day a question names), all users' probing questions
   asked at the end, an 8k window (about 60k tokens of history per language). A question's
   proxy answer is found among its own user's exchanges, as above. Skipped, with a message,
   when the data is absent.
@@ -47,6 +48,7 @@ it: on a loaded machine the figure is an upper bound.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import re
@@ -202,16 +204,42 @@ def memorybank_conversations(folder: Path, language: str) -> list[Conversation]:
     return out
 
 
+def _shifted(date: str, days: int) -> str:
+    return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
+
+
+def _shift_question(question: str, days: int) -> str:
+    """``question`` with the day it names (if any) moved ``days`` later, in its own style."""
+    day = _named_date(question)
+    if day is None or not days:
+        return question
+    moved = dt.date.fromisoformat(_shifted(day, days))
+
+    def write(m: re.Match[str]) -> str:
+        if m.group(1):
+            return f"{moved.strftime('%B')} {moved.day}"
+        return f"{moved.month}月{moved.day}{m.group(0)[-1]}"
+
+    return _MONTH_DAY.sub(write, question, count=1)
+
+
 def joined_conversations(folder: Path) -> list[Conversation]:
-    """Per language, every user's conversation one after the other as one long conversation
-    (the dates kept on each message), every user's questions at the end, each with the proxy
-    answer of its own user's exchanges."""
+    """Per language, every user's days one after the other as one long conversation: each
+    user's dates (and the day a question names) moved after the previous user's last day, so
+    the dates keep increasing as in a real conversation of months; every user's questions at
+    the end, each with the proxy answer of its own user's exchanges."""
     out = []
     for language in ("zh", "en"):
-        convs = memorybank_conversations(folder, language)
-        if convs:
-            messages = [m for c in convs for m in c.messages]
-            questions = [q for c in convs for q in c.questions]
+        messages: list[Message] = []
+        questions: list[tuple[str, tuple[str, ...]]] = []
+        shift = 0
+        for conv in memorybank_conversations(folder, language):
+            dates = sorted({str(m["date"]) for m in conv.messages})
+            messages += [{**m, "date": _shifted(str(m["date"]), shift)} for m in conv.messages]
+            questions += [(_shift_question(q, shift), words) for q, words in conv.questions]
+            first, last = dt.date.fromisoformat(dates[0]), dt.date.fromisoformat(dates[-1])
+            shift += (last - first).days + 1
+        if messages:
             out.append(Conversation(f"memorybank joined/{language}", language, messages, questions))
     return out
 
