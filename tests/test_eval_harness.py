@@ -154,3 +154,42 @@ def test_harness_on_a_real_agent_run() -> None:
         assert s["calls"] == sum(m["role"] == "assistant" for m in msgs)
         assert s["budget_kept"] and s["pairing_kept"], name
         assert s["identifiers"] == 1.0  # the task statement is always sent
+
+
+def test_memorybank_joined_suite_is_every_user_in_turn(tmp_path: Path) -> None:
+    """The joined suite: one conversation per language, each user's days in date order one
+    after the other, dates moved after the previous user's last day (and the day a question
+    names with them), every user's questions at the end answered from that user's own
+    exchanges; a missing folder is skipped, not an error."""
+    import json
+
+    import eval_recall as er
+
+    data = {
+        "ann": {
+            "history": {
+                "2023-05-01": [{"query": "I adopted a corgi", "response": "Cute!"}],
+                "2023-04-30": [{"query": "I baked focaccia", "response": "Yum"}],
+            }
+        },
+        "bob": {"history": {"2023-04-29": [{"query": "I visited Lisbon", "response": "Nice"}]}},
+    }
+    (tmp_path / "memory_bank_en.json").write_text(json.dumps(data), "utf-8")
+    (tmp_path / "probing_questions_en.jsonl").write_text(
+        json.dumps({"ann": ["What did I bake?"]})
+        + "\n"
+        + json.dumps({"bob": ["Where did I go on April 29th?"]}),
+        "utf-8",
+    )
+    (tmp_path / "memory_bank_cn.json").write_text("{}", "utf-8")
+    (tmp_path / "probing_questions_cn.jsonl").write_text("", "utf-8")
+    [conv] = er.joined_conversations(tmp_path)
+    assert conv.language == "en"
+    assert [(m["content"], m["date"]) for m in conv.messages if m["role"] == "user"] == [
+        ("I baked focaccia", "2023-04-30"),
+        ("I adopted a corgi", "2023-05-01"),
+        ("I visited Lisbon", "2023-05-01"),  # ann's two days, then bob's
+    ]
+    assert [q for q, _ in conv.questions] == ["What did I bake?", "Where did I go on May 1?"]
+    assert "focaccia" in conv.questions[0][1] and "lisbon" in conv.questions[1][1]
+    assert er.find_memorybank(str(tmp_path / "absent")) is None

@@ -33,6 +33,12 @@ Suites:
   with the question (on the day the question names, if it names one), and its answer words
   are its rarest content words that the question does not contain. The figure is a sanity
   check on real text, not an independent measure.
+- **memorybank-joined**: the same data as one long real conversation per language: every
+  user's days one after the other (each message keeps its date, moved after the previous
+  user's last day, and so does the day a question names), all users' probing questions
+  asked at the end, an 8k window (about 60k tokens of history per language). A question's
+  proxy answer is found among its own user's exchanges, as above. Skipped, with a message,
+  when the data is absent.
 
 **Prepare time** (``--timing N``): ``prepare`` p50 over single warm calls on an N-message
 history (dialogs concatenated), state and indexes warm. Wall-clock on whatever machine runs
@@ -42,6 +48,7 @@ it: on a loaded machine the figure is an upper bound.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import re
@@ -194,6 +201,46 @@ def memorybank_conversations(folder: Path, language: str) -> list[Conversation]:
             df.update(set(_content_words(text, zh)))
         qs = [(q, _proxy_answer(q, exchanges, zh, df)) for q in questions[user]]
         out.append(Conversation(f"memorybank {user}/{language}", language, messages, qs))
+    return out
+
+
+def _shifted(date: str, days: int) -> str:
+    return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
+
+
+def _shift_question(question: str, days: int) -> str:
+    """``question`` with the day it names (if any) moved ``days`` later, in its own style."""
+    day = _named_date(question)
+    if day is None or not days:
+        return question
+    moved = dt.date.fromisoformat(_shifted(day, days))
+
+    def write(m: re.Match[str]) -> str:
+        if m.group(1):
+            return f"{moved.strftime('%B')} {moved.day}"
+        return f"{moved.month}月{moved.day}{m.group(0)[-1]}"
+
+    return _MONTH_DAY.sub(write, question, count=1)
+
+
+def joined_conversations(folder: Path) -> list[Conversation]:
+    """Per language, every user's days one after the other as one long conversation: each
+    user's dates (and the day a question names) moved after the previous user's last day, so
+    the dates keep increasing as in a real conversation of months; every user's questions at
+    the end, each with the proxy answer of its own user's exchanges."""
+    out = []
+    for language in ("zh", "en"):
+        messages: list[Message] = []
+        questions: list[tuple[str, tuple[str, ...]]] = []
+        shift = 0
+        for conv in memorybank_conversations(folder, language):
+            dates = sorted({str(m["date"]) for m in conv.messages})
+            messages += [{**m, "date": _shifted(str(m["date"]), shift)} for m in conv.messages]
+            questions += [(_shift_question(q, shift), words) for q, words in conv.questions]
+            first, last = dt.date.fromisoformat(dates[0]), dt.date.fromisoformat(dates[-1])
+            shift += (last - first).days + 1
+        if messages:
+            out.append(Conversation(f"memorybank joined/{language}", language, messages, questions))
     return out
 
 
@@ -360,7 +407,7 @@ def table(title: str, s: dict[str, Any]) -> str:
 
 def find_memorybank(explicit: str | None) -> Path | None:
     if explicit:
-        return Path(explicit)
+        return Path(explicit) if Path(explicit).is_dir() else None
     for parent in Path(__file__).resolve().parents:
         p = parent / "shared" / "data" / "dialogs-memorybank"
         if p.is_dir():
@@ -394,6 +441,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memorybank-window", type=int, default=2048)
     parser.add_argument("--no-memorybank", action="store_true")
     parser.add_argument(
+        "--joined-window",
+        type=int,
+        default=8192,
+        help="window of the MemoryBank users joined into one conversation (0: skip that suite)",
+    )
+    parser.add_argument(
         "--ratio", type=float, default=None, help="recall_ratio (default: the manager's)"
     )
     parser.add_argument(
@@ -418,6 +471,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["memorybank"], result["memorybank_by_language"] = run_suite(
             convs, args.memorybank_window, counter, args.ratio, log
         )
+        if args.joined_window:
+            result["memorybank_joined"], result["memorybank_joined_by_language"] = run_suite(
+                joined_conversations(folder), args.joined_window, counter, args.ratio, log
+            )
+    elif not args.no_memorybank:
+        print(
+            "the MemoryBank dialogs (shared/data/dialogs-memorybank/) are absent: skipping the "
+            "memorybank and memorybank-joined suites (--memorybank DIR names the folder)",
+            file=sys.stderr,
+        )
     if args.timing:
         result["timing"] = timing(args.timing, counter, args.window, args.runs)
     result["seconds"] = round(time.perf_counter() - t0, 1)
@@ -429,6 +492,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key, title in (
         ("dialogs", f"dialogs, {args.window} window"),
         ("memorybank", f"MemoryBank (proxy answers), {args.memorybank_window} window"),
+        (
+            "memorybank_joined",
+            f"MemoryBank users joined (proxy answers), {args.joined_window} window",
+        ),
     ):
         if key in result:
             out += [table(title, result[key]), ""]

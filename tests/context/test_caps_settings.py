@@ -222,3 +222,37 @@ def test_json_tool_results_are_compacted_keeping_key_fields() -> None:
     plain = wf.truncate(raw, 900, direction="head_tail", counter=cm.counter).text
     assert "rec-25" not in plain
     assert "rec-25" in cut and "Title 25" in cut
+
+
+class ExactRecorder(Recorder):
+    """A recorder that, like the offline summarizer, selects lines and keeps its target
+    exactly with the manager's tokenizer."""
+
+    keeps_target = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counter = wf.Counter(model="gpt-4o")
+
+
+def test_an_exact_extractive_summarizer_aims_at_its_whole_room() -> None:
+    """A summarizer that selects lines and keeps its target (the offline one) aims at the
+    whole summary room; one that writes aims at ``summary_length_ratio`` (0.15) of what it
+    folds; an explicit ratio applies to both."""
+    history = conversation(40)  # ~4,800 tokens: 15% of the fold is under the room
+
+    def first_target(rec: Recorder, **kw: Any) -> tuple[int, dict[str, Any]]:
+        base: dict[str, Any] = {"model": "gpt-4o", "context_window": 6000, "output_reserve": 500}
+        cm = ContextManager(summarizer=rec, preference="quality", **{**base, **kw})
+        p = cm.prepare(history)
+        assert rec.targets, p.stats["strategy_reason"]
+        return rec.targets[0], dict(p.stats)
+
+    exact, stats = first_target(ExactRecorder())
+    room = min(stats["summary_budget"], 1024)
+    written, _ = first_target(Recorder())
+    assert room - 64 <= exact <= room  # the room less the summary's heading
+    assert written < room * 0.8 and written < exact
+    told, _ = first_target(ExactRecorder(), summary_length_ratio=0.15)
+    assert told < exact
+    assert ContextManager(model="gpt-4o").summary_length_ratio is None

@@ -11,6 +11,7 @@ import windowfit as wf
 from test_recall import FACTS, chat, tool_history
 from windowfit.context.recall import (
     DEFAULT_RECALL_RATIO,
+    STAMP_TOKENS,
     RecallInput,
     asks,
     asks_recap,
@@ -257,39 +258,57 @@ def test_what_counts_as_a_recap_request(message: str, expected: bool) -> None:
     assert asks_recap(message) is expected
 
 
+def _quoted_by(summary: str, messages: list[dict[str, Any]]) -> bool:
+    """Whether a line of ``summary`` is a sentence of ``messages``, verbatim."""
+    said = " ".join(" ".join(str(m["content"]).split()) for m in messages)
+    rows = (r.strip()[2:].rstrip("…").strip() for r in summary.splitlines())
+    return any(len(r) >= 12 and r in said for r in rows if r)
+
+
 def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
     # no term of the request names what to look for: the room the prompt leaves is filled
-    # with the exchanges right before the window, as a plain window filled to the budget would
+    # with the exchanges right before the window, as a plain window filled to the budget would,
+    # less those whose sentence the summary already quotes (the block goes further back)
     cm = manager()
     state = replayed(cm, MANY)
     recap = {"role": "user", "content": "Can you recap what I have told you so far?"}
     history = [*MANY, recap]
     p = cm.prepare(history, state)
     off = manager(recall=False).prepare(history, state)
+    summary = "\n".join(str(m["content"]) for m in off.messages if m["role"] == "system")
     recalled = p.stats["recalled"]
     assert recalled, p.stats["recall_reason"]
     budget = WINDOW - cm.output_reserve
     assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
     assert p.stats["tokens_recall"] > DEFAULT_RECALL_RATIO * budget  # beyond a question's share
-    # one contiguous stretch ending right before the window's first message
+    # stretches ending right before the window's first message; between two stretches only
+    # messages the summary quotes
     first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
     spans = [(u["start"], u["end"]) for u in recalled]
     assert spans[-1][1] == first_kept
-    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    gaps = [(a[1], b[0]) for a, b in itertools.pairwise(spans) if a[1] != b[0]]
+    assert gaps  # this summary quotes some of the newest evicted exchanges
+    for lo, hi in gaps:
+        assert all(_quoted_by(summary, [MANY[k]]) for k in range(lo, hi))
+    for s, e in spans:
+        assert not any(_quoted_by(summary, [MANY[k]]) for k in range(s, e))
     n = sum(e - s for s, e in spans)
     block = p.messages[-1 - n : -1]
     at = 0
-    for start, end in spans:  # one stamped stretch per session date, the history verbatim
+    for start, end in spans:  # stamped stretches, the history verbatim
         first = str(block[at]["content"])
         assert first.startswith(f"[Recalled from earlier: said {MANY[start]['date']}, message ")
         assert first.endswith(MANY[start]["content"])
         assert all(a is b for a, b in zip(block[at + 1 : at + end - start], MANY[start + 1 : end]))
         at += end - start
     assert at == n
-    assert len({MANY[s]["date"] for s, _ in spans}) == len(spans)
-    # and the next older exchange would not have fitted
-    older = MANY[spans[0][0] - 2 : spans[0][0]]
-    assert COUNTER.count_messages(p.messages) + sum(map(COUNTER.count_message, older)) > budget
+    # and the next older message the summary does not quote would not have fitted, with the
+    # stamp a stretch reserves
+    k = spans[0][0] - 1
+    while _quoted_by(summary, [MANY[k]]):
+        k -= 1
+    more = COUNTER.count_message(MANY[k]) + STAMP_TOKENS
+    assert COUNTER.count_messages(p.messages) + more > budget
     assert [*p.messages[: -1 - n], p.messages[-1]] == off.messages
 
 

@@ -339,3 +339,25 @@ def test_a_colon_in_a_fact_survives_a_merge() -> None:
     first = summarize(msgs, target=80)
     again = summarize([], target=80, previous=first)
     assert "user:\n- Reminder: the vet appointment for Biscuit is at 9:30." in again
+
+
+def test_a_long_chinese_line_does_not_outrank_shorter_facts_by_its_length() -> None:
+    """Chinese terms are character pairs, one per character: counted as whole words, a long
+    chatty line (44 tokens) outweighed the short lines holding a title and a plan, and took
+    the room of all three."""
+    long_chat = (
+        "爬到山顶前那段路要爬过石头和树根，还要躲开缝隙和碎石，一路上又危险又累，好在风景特别美。"
+    )
+    msgs = chat(
+        [
+            ("你好！", "你好！"),  # an opening greeting: no line below is the goal
+            (long_chat, "听起来真不容易！"),
+            ("我最近在读《百年孤独》。", "好书！"),
+            ("我打算下个月去敦煌。", "祝你玩得开心！"),
+            ("周末我们一起去公园散步了。", "真惬意！"),
+        ]
+    )
+    out = summarize(msgs, target=70)
+    assert "《百年孤独》" in out and "敦煌" in out and "公园" in out
+    assert "山顶" not in out
+    assert COUNTER.count(out) <= 70

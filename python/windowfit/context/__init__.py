@@ -23,8 +23,9 @@ taking what it works on as arguments, in the order a call uses them:
 - ``stats`` and ``prepared``: ``Prepared`` and its typed ``stats``;
 - ``manager``: the ``ContextManager`` façade, ``prepare`` written as the pipeline.
 
-A summary aims at ``summary_length_ratio`` of everything evicted so far, within 80% of the
-summary budget.
+A summary aims at ``summary_length_ratio`` of everything evicted so far (0.15 by default),
+within 80% of the summary budget; the offline summarizer, which selects lines and keeps its
+target exactly, aims at the whole summary budget unless ``summary_length_ratio`` is set.
 """
 
 from __future__ import annotations

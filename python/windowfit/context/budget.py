@@ -23,6 +23,8 @@ __all__ = ["Budget", "compute_budget", "naming_tools", "summary_target_tokens"]
 OVERSIZE_FACTOR = 3.0
 TARGET_HEADROOM = 0.8  # targets use at most this share of the summary budget
 MIN_SUMMARY_TOKENS = 48
+#: How long a written (LLM) summary aims to be, as a share of the text it stands for.
+SUMMARY_LENGTH_RATIO = 0.15
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,9 @@ def naming_tools(error: BudgetError, budget: Budget) -> BudgetError:
     )
 
 
-def summary_target_tokens(evicted_tokens: int, summary_budget: int, ratio: float = 0.15) -> int:
+def summary_target_tokens(
+    evicted_tokens: int, summary_budget: int, ratio: float = SUMMARY_LENGTH_RATIO
+) -> int:
     """The dynamic summary length: ``ratio`` of the evicted text, clamped to the budget.
 
     Never below a small floor (a useful summary needs a few lines) unless the budget is smaller.

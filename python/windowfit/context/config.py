@@ -70,7 +70,7 @@ class Settings:
     summary_ratio: float
     trigger_ratio: float
     target_ratio: float
-    summary_length_ratio: float
+    summary_length_ratio: float | None  # None: the whole room for an exact extractive summarizer
     tool_output_max_tokens: int | None  # None: the cap follows the budget; 0: no cap
     tool_output_direction: str
     tool_output_dir: Path | None
@@ -263,24 +263,28 @@ def _ratios(o: dict[str, Any]) -> dict[str, Any]:
     def ratio(name: str, default: float) -> float:
         return float(_setting(name, o.get(name), default, float))
 
-    r = {
+    r: dict[str, Any] = {
         "history_ratio": ratio("history_ratio", 1.0),
         "summary_ratio": ratio("summary_ratio", 0.25),
         "trigger_ratio": ratio("trigger_ratio", DEFAULT_TRIGGER_RATIO),
         "target_ratio": ratio("target_ratio", DEFAULT_TARGET_RATIO),
-        "summary_length_ratio": ratio("summary_length_ratio", 0.15),
     }
+    length = _setting("summary_length_ratio", o.get("summary_length_ratio"), None, float)
+    r["summary_length_ratio"] = None if length is None else float(length)
     _check_ratios(r)
     return r
 
 
-def _check_ratios(r: dict[str, float]) -> None:
+def _check_ratios(r: dict[str, Any]) -> None:
     checks = (
         (0 < r["history_ratio"] <= 1, "history_ratio must be in (0, 1]"),
         (0 <= r["summary_ratio"] < 1, "summary_ratio must be in [0, 1)"),
         (0 < r["trigger_ratio"] <= 1, "trigger_ratio must be in (0, 1]"),
         (0 < r["target_ratio"] < r["trigger_ratio"], "target_ratio must be in (0, trigger_ratio)"),
-        (0 < r["summary_length_ratio"] <= 1, "summary_length_ratio must be in (0, 1]"),
+        (
+            r["summary_length_ratio"] is None or 0 < r["summary_length_ratio"] <= 1,
+            "summary_length_ratio must be in (0, 1]",
+        ),
     )
     for ok, message in checks:
         if not ok:

@@ -107,7 +107,7 @@ class ContextManager:
     summary_ratio: _Setting[float] = _Setting()
     trigger_ratio: _Setting[float] = _Setting()
     target_ratio: _Setting[float] = _Setting()
-    summary_length_ratio: _Setting[float] = _Setting()
+    summary_length_ratio: _Setting[float | None] = _Setting()
     tool_output_max_tokens: _Setting[int | None] = _Setting()
     tool_output_direction: _Setting[str] = _Setting()
     tool_output_dir: _Setting[Path | None] = _Setting()

@@ -15,6 +15,7 @@ from typing import Any
 from windowfit.context.budget import (
     MIN_SUMMARY_TOKENS,
     OVERSIZE_FACTOR,
+    SUMMARY_LENGTH_RATIO,
     TARGET_HEADROOM,
     Budget,
     summary_target_tokens,
@@ -325,11 +326,18 @@ class Planner:
         # A summarizer that measures with this manager's counter and keeps its target (the
         # offline one) never overshoots, so it gets the whole room: under the absolute cap the
         # 20% headroom would cost a fifth of the facts a summary can hold.
-        headroom = 1.0 if self._keeps_target(summarizer) else TARGET_HEADROOM
+        exact = self._keeps_target(summarizer)
+        headroom = 1.0 if exact else TARGET_HEADROOM
+        # How long: a share of what was evicted, for a summarizer that writes (an LLM asked
+        # for more writes more, and costs more). One that selects lines and keeps its target
+        # (the offline one) aims at its whole room unless told otherwise: it never pads, and
+        # after a cut the window is the low-water mark whatever the summary's size, so a
+        # lower target only dropped lines the room was kept for.
+        length = self.settings.summary_length_ratio
+        if length is None:
+            length = 1.0 if exact else SUMMARY_LENGTH_RATIO
         target = summary_target_tokens(
-            st["evicted_tokens"] + fold_tokens,
-            int(room * headroom),
-            self.settings.summary_length_ratio,
+            st["evicted_tokens"] + fold_tokens, int(room * headroom), length
         )
         limit = min(room, max(int(target * OVERSIZE_FACTOR), target + 64))
         plan.stats["summary_target_tokens"] = target

@@ -17,8 +17,9 @@ pending: a remark gets none, since a block for every remark moved on most turns 
 conversation and broke the cached prefix. A request to go over the conversation as a whole
 (:func:`asks_recap`, "can you recap what I told you?") mostly names nothing to look for: its
 block takes all the room the prompt leaves, filled with the newest evicted exchanges (after
-what its own words find, when the prompt lacks them), so the prompt holds as much of the recent
-conversation as a plain window filled to the budget, and the summary too.
+what its own words find, when the prompt lacks them, and passing over the messages the summary
+quotes), so the prompt holds as much of the recent conversation as a plain window filled to the
+budget, and the summary too.
 
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
@@ -35,7 +36,7 @@ from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text, tool_units
 from windowfit.recalling import Embedder, RecallResult, rebuild, recall
-from windowfit.summarize.salience import said_at
+from windowfit.summarize.salience import LABELS, said_at
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
@@ -68,6 +69,8 @@ PENDING_CHARS = 4000
 RECAP_LOOKBACK = 400
 #: The tokens a block's stamp takes, reserved per session a recap's block spans.
 STAMP_TOKENS = 24
+#: The summary's heading over its list of identifiers, in each language.
+_IDENTIFIER_HEADINGS = frozenset(labels["identifiers"] for labels in LABELS.values())
 #: ``stats["recall_reason"]`` with recall switched off.
 RECALL_OFF = "recall is off"
 
@@ -150,7 +153,9 @@ def _recent(
     named: RecallResult,
 ) -> RecallResult:
     """A recap's block: the units of ``named`` and, in the rest of ``room`` tokens, the newest
-    evicted exchanges, in conversation order, one stamped stretch per session date."""
+    evicted exchanges, in conversation order, one stamped stretch per session date. A message
+    the summary already quotes (one of its lines is a sentence of it) is passed over: the
+    prompt holds what it said, so the block reaches further back instead."""
     fixed = [[u.start, u.end] for u in named.units]
     taken = {k for a, b in fixed for k in range(a, b)}
     hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
@@ -158,12 +163,15 @@ def _recent(
     units = tool_units(list(history[lo:hi]))
     picked: list[tuple[int, int]] = []
     used = named.tokens
+    shown = _summary_lines(inp.summary)
     for start, end, _kind in reversed(units):
         span = range(lo + start, lo + end)
         if any(k in taken for k in span):
             continue  # in the block already
         if any(k in skip or history[k].get("role") in SYSTEM_ROLES for k in span):
             break
+        if shown and _quoted(shown, history, span):
+            continue  # the summary quotes it: its room goes to an older exchange
         tokens = sum(counter.count_message(history[k]) for k in span)
         if used + tokens + STAMP_TOKENS > room:
             break
@@ -188,6 +196,30 @@ def _recent(
             spans.pop(0)
         elif history[spans[0][0]].get("role") not in ("user", "assistant"):
             spans.pop(0)
+
+
+def _summary_lines(summary: str) -> list[str]:
+    """The bullet lines of ``summary`` long enough to be a sentence (a clipped one less its
+    "…"): the offline summary's lines are sentences of the conversation, verbatim (its list of
+    identifiers aside: one of them is not what a message said)."""
+    out = []
+    listed = False
+    for row in summary.splitlines():
+        row = row.strip()
+        if row.startswith("## "):
+            listed = row[3:].strip() in _IDENTIFIER_HEADINGS
+        elif row.startswith("- ") and not listed:
+            body = row[2:].rstrip("…").strip()
+            if len(body) >= 12:
+                out.append(body)
+    return out
+
+
+def _quoted(lines: list[str], history: Sequence[Mapping[str, Any]], span: range) -> bool:
+    """Whether one of the summary's ``lines`` is a sentence of the messages of ``span``
+    (whitespace runs made one space, as the summary writes them)."""
+    text = " ".join(" ".join(message_text(history[k]).split()) for k in span)
+    return any(line in text for line in lines)
 
 
 def _search(

@@ -131,6 +131,9 @@ LLM_SUMMARY_SECTIONS: dict[str, str] = {
 # ---------------------------------------------------------------------------------------------
 
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: About this many Chinese characters (or character pairs, one per character) carry what one
+#: English content word does.
+_CJK_PER_WORD = 3
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN_RE = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 _NUMBER_RE = re.compile(r"\d+(?:[.,:/-]\d+)*")
@@ -520,14 +523,22 @@ class SalienceSummarizer(TwinSummarizer):
             # Small talk ("Take your time and let me know.", "很高兴能帮到你") has neither
             # specifics nor intent and few content words: it is dropped, not ranked.
             content = (
-                sum(1 for t in line.terms if not _CJK_RE.match(t)) + len(_CJK_RE.findall(text)) / 3
-            )  # about three Chinese characters carry what one English content word does
+                sum(1 for t in line.terms if not _CJK_RE.match(t))
+                + len(_CJK_RE.findall(text)) / _CJK_PER_WORD
+            )
             if specifics == 0 and not cue and content < 3:
                 line.score = 0.0
                 continue
             # Only terms said in at most two lines count: a template's words and a topic
             # that keeps coming back are the conversation's background, not its facts.
-            rarity = sum(max(0.0, math.log(3 / df[t])) for t in line.terms)
+            # A Chinese term is a character pair: a sentence has one per character, most of
+            # them straddling two words, so each weighs a word's share (``_CJK_PER_WORD``):
+            # counted as words, a long chatty line outranked shorter ones holding a title or
+            # a plan, and the summary held fewer, longer lines.
+            rarity = sum(
+                max(0.0, math.log(3 / df[t])) / (_CJK_PER_WORD if _CJK_RE.match(t) else 1)
+                for t in line.terms
+            )
             if rarity == 0 and specifics == 0:
                 line.score = 0.0  # said over and over, nothing specific: background
                 continue
