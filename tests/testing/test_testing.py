@@ -135,7 +135,9 @@ def test_a_fit_result_is_checked_by_its_own_indices_when_two_inputs_send_alike()
     r = wf.fit(msgs, 7, counter=C)
     assert list(r.kept) == [1]
     check_window(msgs, r, 7, C, **FIT_PROMISES)
-    wrong = wf.FitResult([{"role": "user", "content": ""}], r.kept, r.dropped, r.tokens, r.budget, r.stats)
+    wrong = wf.FitResult(
+        [{"role": "user", "content": ""}], r.kept, r.dropped, r.tokens, r.budget, r.stats
+    )
     with pytest.raises(WindowInvariantError, match="order"):
         check_window(msgs, wrong, 7, C, **FIT_PROMISES)
 

@@ -385,8 +385,8 @@ def _reported_indices(
     assistant turn, and one whose empty ``tool_calls`` list is left out), so the window alone
     cannot say which was kept."""
     kept = list(kept)
-    rising = all(0 <= i < j for i, j in zip(kept, kept[1:])) and all(0 <= i < len(msgs) for i in kept)
-    if len(kept) != len(window) or not rising:
+    rising = all(i < j for i, j in zip(kept, kept[1:]))
+    if len(kept) != len(window) or not rising or not all(0 <= i < len(msgs) for i in kept):
         raise WindowInvariantError(
             "order", f"kept indices {kept} are not {len(window)} rising input indices"
         )

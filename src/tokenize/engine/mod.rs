@@ -319,6 +319,18 @@ mod tests {
         assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
     }
 
+    /// Each embedded encoding, with its vocabulary unpacked apart from the engine's: the
+    /// reference that cached and queued counts are merged against.
+    fn engines_with_references() -> Vec<(&'static str, OpenAiEncoding, Vocab)> {
+        [
+            ("cl100k_base", &include_bytes!("../data/cl100k_base.bin.z")[..]),
+            ("o200k_base", &include_bytes!("../data/o200k_base.bin.z")[..]),
+        ]
+        .into_iter()
+        .map(|(name, packed)| (name, OpenAiEncoding::get(name).unwrap(), Vocab::unpack(packed)))
+        .collect()
+    }
+
     #[test]
     fn cached_counts_equal_fresh_merges() {
         // Far more distinct short pieces than a small table holds, so sets overflow and
@@ -333,12 +345,7 @@ mod tests {
                 (0..n).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
             })
             .collect();
-        for (name, packed) in [
-            ("cl100k_base", &include_bytes!("../data/cl100k_base.bin.z")[..]),
-            ("o200k_base", &include_bytes!("../data/o200k_base.bin.z")[..]),
-        ] {
-            let enc = OpenAiEncoding::get(name).unwrap();
-            let vocab = Vocab::unpack(packed);
+        for (name, enc, vocab) in engines_with_references() {
             let fresh: Vec<usize> = pieces.iter().map(|p| bpe::split(p, |b| vocab.rank(b)).len()).collect();
             for round in 0..3 {
                 for (p, &fresh) in pieces.iter().zip(&fresh) {
@@ -369,12 +376,7 @@ mod tests {
                 t
             })
             .collect();
-        for (name, packed) in [
-            ("cl100k_base", &include_bytes!("../data/cl100k_base.bin.z")[..]),
-            ("o200k_base", &include_bytes!("../data/o200k_base.bin.z")[..]),
-        ] {
-            let enc = OpenAiEncoding::get(name).unwrap();
-            let vocab = Vocab::unpack(packed);
+        for (name, enc, vocab) in engines_with_references() {
             for round in 0..2 {
                 for text in &texts {
                     let fresh: usize =
