@@ -478,9 +478,17 @@ def _select(
             if terms and len(terms & excluded) >= 0.9 * len(terms):
                 out.skipped.append({"start": cand.start, "reason": "already in the summary"})
                 continue
-        date = dates.at(cand.start)
         # the stamp speaks the unit's language, so a kept block is rebuilt identically
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
+        # a unit that cannot take even a stamp without a date is passed over before its date
+        # is looked up (a walk back through the session, the costly part of a selection)
+        floor = max(0, counter.count(_stamp_text(None, cand.start, total or len(msgs), zh)) - 4)
+        if used + plain + floor > budget:
+            out.skipped.append(
+                {"start": cand.start, "reason": f"{plain + floor} tokens do not fit"}
+            )
+            continue
+        date = dates.at(cand.start)
         stamp = _stamp_text(date, cand.start, total or len(msgs), zh)
         block: list[Any] = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
         tokens = sum(counter.count_message(m) for m in block)
