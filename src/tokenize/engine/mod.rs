@@ -164,23 +164,23 @@ impl Engine {
     /// the key is packed with one load that may read past the piece, see [`pack_at`]).
     #[inline(always)]
     fn count_span_with(&self, cache: &mut PieceCache, rest: &[u8], n: usize) -> usize {
-        // A third of source code's pieces are one or two bytes (operators, breaks, a space):
-        // counted without a probe of the table, and kept out of it.
+        match self.count_unprobed(cache, rest, n) {
+            Some(count) => count,
+            None => self.count_packed(cache, &[pack_at(rest, n)]),
+        }
+    }
+
+    /// Tokens of a piece the piece table is not asked about, `None` for the others: one of
+    /// one or two bytes (a third of source code's pieces: operators, breaks, a space), kept
+    /// out of the table, or one longer than a packed key.
+    #[inline(always)]
+    fn count_unprobed(&self, cache: &mut PieceCache, rest: &[u8], n: usize) -> Option<usize> {
         if n <= 2 {
             if let Some(count) = self.vocab.count_tiny(&rest[..n]) {
-                return count;
+                return Some(count);
             }
         }
-        if n > SHORT {
-            return self.count_long(cache, &rest[..n]);
-        }
-        let key = pack_at(rest, n);
-        if let Some(count) = cache.table.get(key) {
-            return count;
-        }
-        let count = self.count_short(&rest[..n], key);
-        cache.table.insert(key, count);
-        count
+        (n > SHORT).then(|| self.count_long(cache, &rest[..n]))
     }
 
     /// Tokens of a short piece the table missed.
@@ -223,14 +223,8 @@ impl Engine {
             let mut queue = [0u128; AHEAD];
             let mut queued = 0;
             self.pieces(text).for_each_span(|rest, len| {
-                if len <= 2 {
-                    if let Some(count) = self.vocab.count_tiny(&rest[..len]) {
-                        n += count;
-                        return true;
-                    }
-                }
-                if len > SHORT {
-                    n += self.count_long(cache, &rest[..len]);
+                if let Some(count) = self.count_unprobed(cache, rest, len) {
+                    n += count;
                     return true;
                 }
                 let key = pack_at(rest, len);
@@ -238,18 +232,18 @@ impl Engine {
                 queue[queued] = key;
                 queued += 1;
                 if queued == AHEAD {
-                    n += self.count_queued(cache, &queue);
+                    n += self.count_packed(cache, &queue);
                     queued = 0;
                 }
                 true
             });
-            n + self.count_queued(cache, &queue[..queued])
+            n + self.count_packed(cache, &queue[..queued])
         })
     }
 
     /// Tokens of short pieces already packed, from the table or merged (and then stored).
     #[inline(always)]
-    fn count_queued(&self, cache: &mut PieceCache, queue: &[u128]) -> usize {
+    fn count_packed(&self, cache: &mut PieceCache, queue: &[u128]) -> usize {
         let mut n = 0;
         for &key in queue {
             n += match cache.table.get(key) {
