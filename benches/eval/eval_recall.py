@@ -373,6 +373,7 @@ def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
         {"role": "user", "content": questions[0]},
     )
     out["question_text"] = asked["content"]
+    out["question_units"] = len(cm.prepare([*history, asked], state).stats.get("recalled") or ())
     for label, ask in (
         ("question", asked),
         ("chit-chat", {"role": "user", "content": "Thanks, that helps a lot!"}),

@@ -36,7 +36,7 @@ from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text, tool_units
 from windowfit.recalling import Embedder, RecallResult, rebuild, recall
-from windowfit.summarize.salience import LABELS, said_at
+from windowfit.summarize.salience import quoted_sentences, said_at
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
@@ -69,8 +69,6 @@ PENDING_CHARS = 4000
 RECAP_LOOKBACK = 400
 #: The tokens a block's stamp takes, reserved per session a recap's block spans.
 STAMP_TOKENS = 24
-#: The summary's heading over its list of identifiers, in each language.
-_IDENTIFIER_HEADINGS = frozenset(labels["identifiers"] for labels in LABELS.values())
 #: ``stats["recall_reason"]`` with recall switched off.
 RECALL_OFF = "recall is off"
 
@@ -163,7 +161,7 @@ def _recent(
     units = tool_units(list(history[lo:hi]))
     picked: list[tuple[int, int]] = []
     used = named.tokens
-    shown = _summary_lines(inp.summary)
+    shown = quoted_sentences(inp.summary)
     for start, end, _kind in reversed(units):
         span = range(lo + start, lo + end)
         if any(k in taken for k in span):
@@ -196,23 +194,6 @@ def _recent(
             spans.pop(0)
         elif history[spans[0][0]].get("role") not in ("user", "assistant"):
             spans.pop(0)
-
-
-def _summary_lines(summary: str) -> list[str]:
-    """The bullet lines of ``summary`` long enough to be a sentence (a clipped one less its
-    "…"): the offline summary's lines are sentences of the conversation, verbatim (its list of
-    identifiers aside: one of them is not what a message said)."""
-    out = []
-    listed = False
-    for row in summary.splitlines():
-        row = row.strip()
-        if row.startswith("## "):
-            listed = row[3:].strip() in _IDENTIFIER_HEADINGS
-        elif row.startswith("- ") and not listed:
-            body = row[2:].rstrip("…").strip()
-            if len(body) >= 12:
-                out.append(body)
-    return out
 
 
 def _quoted(lines: list[str], history: Sequence[Mapping[str, Any]], span: range) -> bool:

@@ -55,6 +55,9 @@ MIN_SHARE = 0.2
 NEIGHBOUR_SHARE = 0.35
 #: How far back a unit looks for the session date in force.
 DATE_LOOKBACK = 200
+#: Tokens a stamp's count alone may exceed what it adds to the message it opens (the pieces
+#: at the join can merge): the margin of the pre-check that spares a date lookup.
+STAMP_JOIN_SLACK = 4
 #: Below this many tokens left, no exchange fits: selection stops.
 MIN_UNIT_TOKENS = 16
 #: Reciprocal-rank fusion constant (the usual 60).
@@ -482,7 +485,8 @@ def _select(
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
         # a unit that cannot take even a stamp without a date is passed over before its date
         # is looked up (a walk back through the session, the costly part of a selection)
-        floor = max(0, counter.count(_stamp_text(None, cand.start, total or len(msgs), zh)) - 4)
+        dateless = counter.count(_stamp_text(None, cand.start, total or len(msgs), zh))
+        floor = max(0, dateless - STAMP_JOIN_SLACK)
         if used + plain + floor > budget:
             out.skipped.append(
                 {"start": cand.start, "reason": f"{plain + floor} tokens do not fit"}

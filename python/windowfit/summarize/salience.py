@@ -60,6 +60,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "SalienceSettingError",
     "SalienceSummarizer",
+    "quoted_sentences",
 ]
 
 Message = Mapping[str, Any]
@@ -688,6 +689,24 @@ class SalienceSummarizer(TwinSummarizer):
                 rows.extend(x.render() for x in members)
             blocks.append("\n".join(rows))
         return "\n".join(blocks)
+
+
+def quoted_sentences(summary: str) -> list[str]:
+    """The lines a summary :meth:`SalienceSummarizer._render` wrote as bullets, long enough to
+    be a sentence (a clipped one less its "…"): sentences of the conversation, verbatim. The
+    list of identifiers is left out: one of them is not what a message said."""
+    identifiers = {labels["identifiers"] for labels in LABELS.values()}
+    out = []
+    listed = False
+    for row in summary.splitlines():
+        row = row.strip()
+        if row.startswith("## "):
+            listed = row[3:].strip() in identifiers
+        elif row.startswith("- ") and not listed:
+            body = row[2:].rstrip("…").strip()
+            if len(body) >= 12:
+                out.append(body)
+    return out
 
 
 #: The public name of the offline summarizer (the one ``ContextManager`` uses by default).
