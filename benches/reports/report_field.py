@@ -4,6 +4,8 @@ in fresh processes (markdown out, ``--json`` for the raw numbers).
     .venv/bin/python benches/reports/report_field.py                        # full run (release build)
     .venv/bin/python benches/reports/report_field.py --quick                # tiny corpora: checks the script
     .venv/bin/python benches/reports/report_field.py --threads 1 2 4 8 16   # thread scaling of batches
+    .venv/bin/python benches/reports/report_field.py --batch-only --threads 1 4 16 \
+        --corpora "all source code"                                         # ... on 25 MB batches
     .venv/bin/python benches/reports/report_field.py --json field.json
 
 Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, not fatal):
@@ -14,7 +16,9 @@ Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, 
     (``<|endoftext|>``) as the special token, where windowfit, tiktoken ``encode_ordinary``
     and the other peers here count it as plain text: the corpora hold none, so counts agree;
   * fastokens: ``Tokenizer.from_tiktoken(path, encoding=...)``, ``encode_ordinary`` per text,
-    ``encode_batch_flat`` per batch (its batch treats special-token text as special, too);
+    ``encode_batch_flat`` per batch (its batch treats special-token text as special, too).
+    Its workers (``FASTOKENS_BPE_THREADS``, all cores by default) share out a long single
+    text too, so its "single" cells can use more than one core;
   * splintr-rs: ``Tokenizer.from_pretrained(name)``, ``encode_ordinary``, ``encode_batch_flat``;
   * toktok-rs: per-text ``count`` where the installed version has it, else
     ``batch_count([t], threads=1)``; batches by ``batch_count``;
@@ -33,8 +37,8 @@ Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
     from the second pass on the words are ones the process has seen. "first" is pass 1 (the
     best of the processes); "steady" is the mean pass of passes 3-5 (the median process);
   * single: one text per call on one thread; batch: one call for the whole pass, all cores
-    (``--threads`` repeats batches with ``RAYON_NUM_THREADS`` and the peers' own thread
-    arguments at each count); warm: the same texts again and again (windowfit's text cache
+    (``--threads`` repeats batches with ``RAYON_NUM_THREADS``, ``FASTOKENS_BPE_THREADS`` and
+    the peers' own thread arguments at each count); warm: the same texts again and again (windowfit's text cache
     answers), against tiktoken.
 Ratios compare windowfit with the fastest exact peer of the same cell (> 1: windowfit faster).
 """
@@ -73,7 +77,11 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     "English dialog": lambda: conversations(True),
     "multilingual dialog": lambda: conversations(False),
     "source code": code,
+    # every .py file of the standard library's top two levels (about 25 MB): big enough that
+    # every peer spreads a batch over 16 cores (gigatoken encodes a 2 MB batch on one thread)
+    "all source code": lambda: code(limit=1 << 40),
 }
+DEFAULT_CORPORA = ("English dialog", "multilingual dialog", "source code")
 
 
 def cut(texts: list[str], quick: bool) -> list[str]:
@@ -208,6 +216,8 @@ def spawn(args: list[str], threads: int) -> dict[str, Any]:
     env = dict(os.environ)
     if threads:
         env["RAYON_NUM_THREADS"] = str(threads)
+        # fastokens spreads batches (and long texts) over its own BPE workers, not rayon's
+        env["FASTOKENS_BPE_THREADS"] = str(threads)
     out = subprocess.run(
         [sys.executable, __file__, "--worker", *args, str(threads)],
         check=True,
@@ -243,11 +253,16 @@ def measure_cell(
     runs: int,
     threads: int,
     modes: list[str],
+    checks: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """Every contender's exactness, then its timings, for one encoding and corpus."""
+    """Every contender's exactness, then its timings, for one encoding and corpus. ``checks``
+    keeps each contender's exactness check across thread counts (every timed process still
+    compares its own first pass with tiktoken)."""
     cell: dict[str, Any] = {"encoding": name, "corpus": label, "threads": threads, "contenders": {}}
     for who in who_all:
-        check = spawn(["check", who, name, str(data), folder], threads)
+        if who not in checks:
+            checks[who] = spawn(["check", who, name, str(data), folder], threads)
+        check = checks[who]
         entry: dict[str, Any] = {"differ": check["differ"], "of": check["of"]}
         cell["contenders"][who] = entry
         if check["differ"]:
@@ -307,6 +322,10 @@ def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
     return rows
 
 
+def write_json(path: Path, load: float, cells: list[dict[str, Any]]) -> None:
+    path.write_text(json.dumps({"load_start": load, "cells": cells}, indent=1), encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per contender and mode")
@@ -317,7 +336,8 @@ def main() -> None:
         "--threads", type=int, nargs="*", default=[], help="batch thread counts to scale over"
     )
     ap.add_argument("--encodings", nargs="*", default=list(ENCODINGS))
-    ap.add_argument("--corpora", nargs="*", default=list(CORPORA))
+    ap.add_argument("--corpora", nargs="*", default=list(DEFAULT_CORPORA), choices=list(CORPORA))
+    ap.add_argument("--batch-only", action="store_true", help="time batches only (thread scaling)")
     ap.add_argument("--contenders", nargs="*", default=["windowfit", *PEERS])
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
@@ -358,19 +378,21 @@ def main() -> None:
                     json.dumps({"passes": versions, "expected": expected}), encoding="utf-8"
                 )
                 mb = sum(len(t.encode()) for t in versions[0]) / 1e6
+                checks: dict[str, dict[str, Any]] = {}
                 for threads in [0, *args.threads]:
-                    modes = ["single", "batch", "warm"] if threads == 0 else ["batch"]
-                    cell = measure_cell(name, label, data, folder, who_all, runs, threads, modes)
+                    every = threads == 0 and not args.batch_only
+                    modes = ["single", "batch", "warm"] if every else ["batch"]
+                    cell = measure_cell(
+                        name, label, data, folder, who_all, runs, threads, modes, checks
+                    )
                     cell["mb"] = mb
                     cells.append(cell)
                     lines += ratio_rows(cell, mb, modes)
                     print(f"done: {name} {label} threads={threads or 'all'}", file=sys.stderr)
+                    if args.json:  # after every cell: a run cut short keeps what it measured
+                        write_json(args.json, load, cells)
     lines += ["", f"load average {os.getloadavg()[0]:.2f} at the end."]
     print("\n".join(lines))
-    if args.json:
-        args.json.write_text(
-            json.dumps({"load_start": load, "cells": cells}, indent=1), encoding="utf-8"
-        )
 
 
 if __name__ == "__main__":
