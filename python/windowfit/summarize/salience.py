@@ -693,17 +693,23 @@ class SalienceSummarizer(TwinSummarizer):
 
 def quoted_sentences(summary: str) -> list[str]:
     """The lines a summary :meth:`SalienceSummarizer._render` wrote as bullets, long enough to
-    be a sentence (a clipped one less its "…"): sentences of the conversation, verbatim. The
-    list of identifiers is left out: one of them is not what a message said."""
+    be a sentence (a clipped one less its "…"): sentences of the conversation, verbatim. A
+    bullet outside the timeline names its speaker first (:meth:`_Line.render`); the sentence is
+    what follows. The list of identifiers is left out: one of them is not what a message said."""
     identifiers = {labels["identifiers"] for labels in LABELS.values()}
+    timelines = {labels["timeline"] for labels in LABELS.values()}
     out = []
-    listed = False
+    listed = timeline = False
     for row in summary.splitlines():
         row = row.strip()
         if row.startswith("## "):
             listed = row[3:].strip() in identifiers
+            timeline = row[3:].strip() in timelines
         elif row.startswith("- ") and not listed:
             body = row[2:].rstrip("…").strip()
+            speaker, colon, said = body.partition(": ")
+            if not timeline and colon and _SPEAKER_RE.fullmatch(speaker + ":"):
+                body = said.strip()
             if len(body) >= 12:
                 out.append(body)
     return out
