@@ -24,7 +24,7 @@ struct State {
 }
 
 /// A bounded, incremental BM25 index of messages (see `windowfit.recall`).
-#[pyclass(module = "windowfit._core", name = "RecallIndex", frozen)]
+#[pyclass(module = "windowfit._core", name = "RecallIndex", frozen, weakref)]
 pub struct PyRecallIndex {
     state: Mutex<State>,
     max_messages: usize,

@@ -10,7 +10,7 @@ import pytest
 import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from windowfit import _core
+from windowfit import _core, recalling
 from windowfit.recalling import recall_terms
 
 COUNTER = wf.Counter(model="gpt-4o")
@@ -89,6 +89,29 @@ def test_index_is_incremental_and_keyed_by_content() -> None:
     small = _core.RecallIndex(max_messages=5)
     small.search(more, "kayak", limit=10)
     assert len(small) <= 5
+
+
+def test_a_messages_own_date_is_read_once_and_follows_a_new_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The date a message states is read once per message object and position, from call to
+    call on one index; other message objects at the same positions are read again."""
+    index = _core.RecallIndex()
+    msgs = chat(FACTS, 40)
+    reads: list[Any] = []
+    own = recalling._Dates.own
+    monkeypatch.setattr(recalling._Dates, "own", staticmethod(lambda m: reads.append(m) or own(m)))
+    question = "What is the name of our parrot?"
+    first = wf.recall(msgs, question, 200, counter=COUNTER, index=index)
+    assert first.units[0].date == "2023-05-01" and reads
+    reads.clear()
+    again = wf.recall(msgs, question, 200, counter=COUNTER, index=index)
+    assert again.units == first.units and again.messages == first.messages
+    assert not reads
+    moved = [{**m, "date": m["date"].replace("2023-05", "2024-07")} for m in msgs]
+    other = wf.recall(moved, question, 200, counter=COUNTER, index=index)
+    assert other.units[0].date == "2024-07-01" and reads
+    assert other.messages[0]["content"].startswith("[Recalled from earlier: said 2024-07-01,")
 
 
 def test_recall_brings_back_the_exchange_stamped_and_counted() -> None:

@@ -11,6 +11,7 @@ import windowfit as wf
 from test_recall import FACTS, chat, tool_history
 from windowfit.context.recall import (
     DEFAULT_RECALL_RATIO,
+    RECAP_SEARCH_RATIO,
     STAMP_TOKENS,
     RecallInput,
     asks,
@@ -265,6 +266,27 @@ def _quoted_by(summary: str, messages: list[dict[str, Any]]) -> bool:
     return any(len(r) >= 12 and r in said for r in rows if r)
 
 
+def test_a_recaps_own_words_take_at_most_their_share_of_a_large_ratio() -> None:
+    # a recap that names a topic: what its words find takes at most RECAP_SEARCH_RATIO of
+    # the budget however large recall_ratio is, so the rest of the block still holds the
+    # exchanges right before the window
+    cm = manager(recall_ratio=0.9)
+    state = replayed(cm, MANY)
+    recap = {"role": "user", "content": "Can you recap what I told you about the booking codes?"}
+    history = [*MANY, recap]
+    p = cm.prepare(history, state)
+    off = manager(recall=False).prepare(history, state)
+    assert asks_recap(recap["content"])
+    recalled = p.stats["recalled"]
+    assert recalled, p.stats["recall_reason"]
+    budget = WINDOW - cm.output_reserve
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
+    assert max(u["end"] for u in recalled) == first_kept
+    found = [u for u in recalled if u["reason"] == "matches the question"]
+    assert sum(u["tokens"] for u in found) <= RECAP_SEARCH_RATIO * budget
+
+
 def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
     # no term of the request names what to look for: the room the prompt leaves is filled
     # with the exchanges right before the window, as a plain window filled to the budget would,
@@ -280,7 +302,8 @@ def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
     assert recalled, p.stats["recall_reason"]
     budget = WINDOW - cm.output_reserve
     assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
-    assert p.stats["tokens_recall"] > DEFAULT_RECALL_RATIO * budget  # beyond a question's share
+    # the block fills the room the prompt leaves, whatever a question's share is
+    assert budget - p.stats["tokens"] < STAMP_TOKENS + 40
     # stretches ending right before the window's first message; between two stretches only
     # messages the summary quotes
     first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))

@@ -55,10 +55,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: The most of the prompt budget a recalled block may take. Measured with
-#: benches/eval/eval_recall.py on held-out dialogs (seeds 10-13, 8k window): 0.15 / 0.3 / 0.45 give
-#: per-question recall 0.988 / 0.994 / 0.994 and prefix share 0.884 / 0.868 / 0.865; above
-#: 0.15 the block mostly trades cache hits for little, so the smaller share is the default.
-DEFAULT_RECALL_RATIO = 0.15
+#: benches/eval/eval_recall.py --dialogs 10: on real multi-day chats (MemoryBank's users played
+#: one after another, 8k window) 0.15 / 0.2 / 0.25 / 0.35 give per-question recall 0.836 /
+#: 0.852 / 0.868 / 0.889 of the whole history's and prefix share 0.897 / 0.886 / 0.877 / 0.866;
+#: on the held-out generated dialogs (seeds 10-13) 0.25 gives 0.951 per question against
+#: 0.945, prefix share 0.948 against 0.950. 0.25 is the largest share tried that keeps the
+#: prefix share near 0.88 on real chats.
+DEFAULT_RECALL_RATIO = 0.25
+#: The most of the prompt budget what a recap's own words find may take; the rest of its
+#: block goes to the newest evicted exchanges. A recap's words are mostly generic ("what did
+#: we talk about"), so more room for them only displaced recent exchanges: on MemoryBank at a
+#: 2k window, with ``recall_ratio`` 0.25, end-of-conversation recall over a plain window went
+#: from +0.015 (0.15) to -0.033 when the search took all of the ratio.
+RECAP_SEARCH_RATIO = 0.15
 #: A block smaller than this cannot hold a useful exchange: not tried.
 MIN_ROOM = 48
 #: The share of a message's terms already in the prompt above which nothing is recalled.
@@ -371,13 +380,15 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         result = RecallResult()
     if result is None:
         covered = _covered(query, inp, settings.index)
+        # a recap names nothing to look for ("recap what I told you"): the newest evicted
+        # exchanges in all the room left, after what its own words find ("what did we say
+        # about the Lisbon trip?") when the prompt lacks it, in at most RECAP_SEARCH_RATIO
+        recap = plain and asks_recap(query)
+        if recap:
+            room = min(room, int(RECAP_SEARCH_RATIO * inp.budget))
         found = (
             RecallResult() if covered else _search(settings, counter, inp, query, room, in_prompt)
         )
-        # a recap names nothing to look for ("recap what I told you"): the newest evicted
-        # exchanges in all the room left, after what its own words find ("what did we say
-        # about the Lisbon trip?") when the prompt lacks it
-        recap = plain and asks_recap(query)
         result = (
             _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, found)
             if recap

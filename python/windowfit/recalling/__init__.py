@@ -29,6 +29,7 @@ import functools
 import logging
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,13 +207,44 @@ def _unit_text(history: Sequence[Message], start: int, end: int, limit: int = 40
 _STAMP_OPENERS = ("[", "(", "（", "【", "date", "time", "session", "日期", "时间", "会话")
 
 
+class _OwnDates:
+    """The date each position's message states itself (or None), kept from call to call
+    beside an index with the message object it was read from: a message object seen at the
+    same position again is not read again (holding the object keeps its address from being
+    reused), as the index does for its own reading. A dict by position, so threads sharing an
+    index never see it shrink under them."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[Message, str | None]] = {}
+
+    def ready(self, n: int) -> None:
+        """Let go of the positions past a history of ``n`` messages, once they are many."""
+        if len(self.seen) > n + DATE_LOOKBACK:
+            self.seen = {k: v for k, v in self.seen.items() if k < n}
+
+
+#: Each index's :class:`_OwnDates`, gone with the index.
+_OWN_DATES: weakref.WeakKeyDictionary[_core.RecallIndex, _OwnDates] = weakref.WeakKeyDictionary()
+
+
+def _own_dates(index: _core.RecallIndex, n: int) -> _OwnDates:
+    own = _OWN_DATES.get(index)
+    if own is None:
+        own = _OWN_DATES[index] = _OwnDates()
+    own.ready(n)
+    return own
+
+
 class _Dates:
     """The session date or timestamp in force at a position: its message's own, else the last
-    one stated before it (a bounded look back), remembered for the call."""
+    one stated before it (a bounded look back), remembered for the call; each message's own
+    date is remembered from call to call in ``known``."""
 
-    def __init__(self, history: Sequence[Message]) -> None:
+    def __init__(self, history: Sequence[Message], known: _OwnDates | None = None) -> None:
         self.history = history
         self.memo: dict[int, str | None] = {}
+        self.known = known if known is not None else _OwnDates()
+        self.known.ready(len(history))
 
     @staticmethod
     def own(m: Message) -> str | None:
@@ -226,7 +258,7 @@ class _Dates:
         return said_at(m, content[:200] if isinstance(content, str) else "")[0]
 
     def at(self, start: int) -> str | None:
-        history, memo, openers = self.history, self.memo, _STAMP_OPENERS
+        history, memo, known = self.history, self.memo, self.known.seen
         seen: list[int] = []
         found: str | None = None
         for k in range(start, max(-1, start - DATE_LOOKBACK), -1):
@@ -235,18 +267,12 @@ class _Dates:
                 break
             seen.append(k)
             m = history[k]
-            content = m.get("content")
-            # most messages state no date: decided inline, without a call or a regex
-            if (
-                type(content) is str
-                and not content[:12].lstrip().lower().startswith(openers)
-                and "date" not in m
-                and "timestamp" not in m
-                and "created_at" not in m
-                and "time" not in m
-            ):
-                continue
-            found = self.own(m)
+            entry = known.get(k)
+            if entry is not None and entry[0] is m:
+                found = entry[1]
+            else:
+                found = self.own(m)
+                known[k] = (m, found)
             if found:
                 break
         for k in seen:
@@ -425,7 +451,7 @@ def recall(
             pool = _candidates(msgs, [(k, 0.0) for k in recent], allowed)
         if pool:
             pool = _fuse(pool, msgs, query, embedder)
-    return _select(msgs, pool, budget, c, exclude_text, min_share)
+    return _select(msgs, pool, budget, c, exclude_text, min_share, dates=_own_dates(ix, n))
 
 
 def _bounds(
@@ -452,15 +478,17 @@ def _select(
     exclude_text: str,
     min_share: float,
     total: int | None = None,
+    dates: _OwnDates | None = None,
 ) -> RecallResult:
     """Greedy by score: the best units that fit, deduplicated, then put in conversation order.
-    ``total``: the history length the stamps name (default: ``len(msgs)``)."""
+    ``total``: the history length the stamps name (default: ``len(msgs)``); ``dates``: the
+    messages' own dates known from earlier calls."""
     out = RecallResult()
     best = max((p.score for p in pool), default=0.0)
     if best <= 0:
         return out
     excluded = _terms_of(exclude_text) if exclude_text else frozenset()
-    dates = _Dates(msgs)
+    dates_at = _Dates(msgs, dates)
     chosen: list[tuple[_Candidate, list[Any], int, str | None]] = []
     taken: set[int] = set()
     used = 0
@@ -492,7 +520,7 @@ def _select(
                 {"start": cand.start, "reason": f"{plain + floor} tokens do not fit"}
             )
             continue
-        date = dates.at(cand.start)
+        date = dates_at.at(cand.start)
         stamp = _stamp_text(date, cand.start, total or len(msgs), zh)
         block: list[Any] = [_stamped(msgs[cand.start], stamp), *msgs[cand.start + 1 : cand.end]]
         tokens = sum(counter.count_message(m) for m in block)
