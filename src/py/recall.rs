@@ -17,10 +17,10 @@ use rustc_hash::FxHashSet;
 
 struct State {
     index: RecallIndex,
-    /// The message objects of the last history searched, with their fingerprints: a message
-    /// object seen at the same position again is not read again. Holding the reference keeps
-    /// its address from being reused by another object.
-    seen: Vec<(Py<PyAny>, u128)>,
+    /// The message objects of the last history searched, with their fingerprints and index
+    /// slots: a message object seen at the same position again is not read again, nor looked
+    /// up by its fingerprint. Holding the reference keeps its address from being reused.
+    seen: Vec<(Py<PyAny>, u128, u32)>,
 }
 
 /// A bounded, incremental BM25 index of messages (see `windowfit.recall`).
@@ -73,17 +73,17 @@ fn slots_of(
     let mut out = Vec::with_capacity(positions.len());
     for &i in positions {
         let obj = messages.get_item(i)?;
-        let known = state.seen.get(i).filter(|(o, _)| o.as_ptr() == obj.as_ptr()).map(|&(_, k)| k);
-        let slot = match known.and_then(|k| state.index.lookup(k)) {
-            Some(s) => s,
-            None => {
+        let known = state.seen.get(i).filter(|(o, _, _)| o.as_ptr() == obj.as_ptr()).map(|&(_, k, s)| (k, s));
+        let slot = match known {
+            Some((key, slot)) if state.index.touch(slot, key) => slot,
+            _ => {
                 let m = extract_message(py, i, &obj)?;
                 let key = m.key(&format, &[]);
                 let slot = state.index.insert(key, texts(&m));
                 while state.seen.len() <= i {
-                    state.seen.push((py.None(), 0));
+                    state.seen.push((py.None(), 0, 0));
                 }
-                state.seen[i] = (obj.unbind(), key);
+                state.seen[i] = (obj.unbind(), key, slot);
                 slot
             }
         };
@@ -144,8 +144,11 @@ impl PyRecallIndex {
             state.index.tick();
             let n = messages.len();
             let hi = hi.unwrap_or(n).min(n);
-            let skip = skip.unwrap_or_default();
-            let wanted: Vec<usize> = (lo.min(hi)..hi).filter(|i| !skip.contains(i)).collect();
+            let mut skipped = vec![false; n];
+            for &i in skip.iter().flatten().filter(|&&i| i < n) {
+                skipped[i] = true;
+            }
+            let wanted: Vec<usize> = (lo.min(hi)..hi).filter(|&i| !skipped[i]).collect();
             let mut slots: Vec<Option<u32>> = vec![None; n];
             for (i, slot) in slots_of(py, state, messages, &wanted)? {
                 slots[i] = Some(slot);

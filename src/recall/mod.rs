@@ -118,6 +118,18 @@ impl RecallIndex {
         Some(slot)
     }
 
+    /// Marks the message in `slot` seen, if it is still the one with fingerprint `key` (a
+    /// caller that remembers where a message went skips the lookup by fingerprint).
+    pub fn touch(&mut self, slot: u32, key: u128) -> bool {
+        match self.docs.get_mut(slot as usize) {
+            Some(Some(doc)) if doc.key == key => {
+                doc.seen = self.clock;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Index a message given its fingerprint and its texts (content parts, tool calls).
     /// Returns its slot; a message already indexed is only marked seen.
     pub fn insert<'a>(&mut self, key: u128, texts: impl IntoIterator<Item = &'a str>) -> u32 {
@@ -300,6 +312,22 @@ mod tests {
         "Thanks, that sounds great!",
         "我最喜欢的科幻电影是《星际穿越》。",
     ];
+
+    #[test]
+    fn touch_marks_only_the_message_still_in_its_slot() {
+        let mut ix = RecallIndex::new(2);
+        let a = ix.insert(1, ["the Kyoto trip is in May"]);
+        let b = ix.insert(2, ["parser drops the last column"]);
+        assert!(ix.touch(a, 1) && ix.touch(b, 2));
+        assert!(!ix.touch(a, 2), "another message's fingerprint");
+        assert!(!ix.touch(99, 1), "no such slot");
+        // `b` seen last: a third message forgets `a`, and its slot may hold the newcomer
+        ix.tick();
+        assert!(ix.touch(b, 2));
+        let c = ix.insert(3, ["lunch at noon"]);
+        assert!(!ix.touch(a, 1), "forgotten");
+        assert!(ix.touch(c, 3) && ix.lookup(1).is_none());
+    }
 
     #[test]
     fn coverage_counts_the_query_terms_the_given_documents_hold() {

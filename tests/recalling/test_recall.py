@@ -114,6 +114,23 @@ def test_a_messages_own_date_is_read_once_and_follows_a_new_history(
     assert other.messages[0]["content"].startswith("[Recalled from earlier: said 2024-07-01,")
 
 
+def test_message_values_that_refuse_comparison_do_not_break_the_date_memo() -> None:
+    class Opaque:
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("no truth value")
+
+        __hash__ = object.__hash__
+
+    index = _core.RecallIndex()
+    question = "What is the name of our parrot?"
+    results = []
+    for _ in range(2):  # fresh copies each time: the memo compares them with the last call's
+        msgs = [{**m, "meta": Opaque()} for m in chat(FACTS, 40)]
+        results.append(wf.recall(msgs, question, 200, counter=COUNTER, index=index))
+    assert results[0].units and results[0].units[0].date == "2023-05-01"
+    assert [u.date for u in results[1].units] == [u.date for u in results[0].units]
+
+
 def test_recall_brings_back_the_exchange_stamped_and_counted() -> None:
     msgs = chat(FACTS, 40)
     r = wf.recall(msgs, "What is the name of our parrot?", 200, counter=COUNTER)

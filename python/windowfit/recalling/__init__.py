@@ -25,10 +25,12 @@ valid block (invalid *arguments* raise ``windowfit`` errors naming the argument)
 
 from __future__ import annotations
 
+import bisect
 import functools
 import logging
 import math
 import re
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -208,43 +210,76 @@ _STAMP_OPENERS = ("[", "(", "（", "【", "date", "time", "session", "日期", "
 
 
 class _OwnDates:
-    """The date each position's message states itself (or None), kept from call to call
-    beside an index with the message object it was read from: a message object seen at the
-    same position again is not read again (holding the object keeps its address from being
-    reused), as the index does for its own reading. A dict by position, so threads sharing an
-    index never see it shrink under them."""
+    """The date each position's message states itself (None for most), kept from call to
+    call beside an index with the message object it was read from. A stretch of positions
+    whose objects are the history's own (or equal copies) is not read again: one comparison
+    of two list slices, done in C (holding the objects keeps their addresses from reuse). Threads
+    sharing an index take ``lock`` around a lookup."""
 
     def __init__(self) -> None:
-        self.seen: dict[int, tuple[Message, str | None]] = {}
+        self.objs: list[Message | None] = []
+        self.owns: list[str | None] = []
+        #: the positions whose message states a date, ascending
+        self.stamps: list[int] = []
+        self.lock = threading.Lock()
 
     def ready(self, n: int) -> None:
-        """Let go of the positions past a history of ``n`` messages, once they are many."""
-        if len(self.seen) > n + DATE_LOOKBACK:
-            self.seen = {k: v for k, v in self.seen.items() if k < n}
+        if len(self.objs) > n + DATE_LOOKBACK:
+            self.objs, self.owns = self.objs[:n], self.owns[:n]
+            self.stamps = [k for k in self.stamps if k < n]
+        if len(self.objs) < n:
+            self.objs.extend([None] * (n - len(self.objs)))
+            self.owns.extend([None] * (n - len(self.owns)))
+
+    def read(self, history: Sequence[Message], lo: int, hi: int, own: Callable[..., Any]) -> None:
+        """Bring positions ``lo..hi`` up to date with ``history``."""
+        objs, owns = self.objs, self.owns
+        try:
+            # identical objects compare equal without a call; an equal copy states the same date
+            if objs[lo:hi] == list(history[lo:hi]):
+                return
+        except Exception:  # noqa: BLE001 - a value whose == raises: read one by one
+            pass
+        for k in range(lo, hi):
+            m = history[k]
+            if objs[k] is m:
+                continue
+            date = own(m)
+            had = owns[k]
+            objs[k], owns[k] = m, date
+            if bool(had) != bool(date):
+                if date:
+                    bisect.insort(self.stamps, k)
+                else:
+                    self.stamps.remove(k)
+
+    def last_before(self, start: int, lo: int) -> str | None:
+        """The date stated last at a position in ``lo..=start``, if any."""
+        j = bisect.bisect_right(self.stamps, start) - 1
+        if j < 0 or self.stamps[j] < lo:
+            return None
+        return self.owns[self.stamps[j]]
 
 
 #: Each index's :class:`_OwnDates`, gone with the index.
 _OWN_DATES: weakref.WeakKeyDictionary[_core.RecallIndex, _OwnDates] = weakref.WeakKeyDictionary()
 
 
-def _own_dates(index: _core.RecallIndex, n: int) -> _OwnDates:
+def _own_dates(index: _core.RecallIndex) -> _OwnDates:
     own = _OWN_DATES.get(index)
     if own is None:
-        own = _OWN_DATES[index] = _OwnDates()
-    own.ready(n)
+        own = _OWN_DATES.setdefault(index, _OwnDates())
     return own
 
 
 class _Dates:
     """The session date or timestamp in force at a position: its message's own, else the last
-    one stated before it (a bounded look back), remembered for the call; each message's own
-    date is remembered from call to call in ``known``."""
+    one stated before it (a bounded look back). Each message's own date is remembered from
+    call to call in ``known``."""
 
     def __init__(self, history: Sequence[Message], known: _OwnDates | None = None) -> None:
         self.history = history
-        self.memo: dict[int, str | None] = {}
         self.known = known if known is not None else _OwnDates()
-        self.known.ready(len(history))
 
     @staticmethod
     def own(m: Message) -> str | None:
@@ -258,26 +293,12 @@ class _Dates:
         return said_at(m, content[:200] if isinstance(content, str) else "")[0]
 
     def at(self, start: int) -> str | None:
-        history, memo, known = self.history, self.memo, self.known.seen
-        seen: list[int] = []
-        found: str | None = None
-        for k in range(start, max(-1, start - DATE_LOOKBACK), -1):
-            if k in memo:
-                found = memo[k]
-                break
-            seen.append(k)
-            m = history[k]
-            entry = known.get(k)
-            if entry is not None and entry[0] is m:
-                found = entry[1]
-            else:
-                found = self.own(m)
-                known[k] = (m, found)
-            if found:
-                break
-        for k in seen:
-            memo[k] = found
-        return found
+        lo = max(0, start - DATE_LOOKBACK + 1)
+        known = self.known
+        with known.lock:
+            known.ready(len(self.history))
+            known.read(self.history, lo, start + 1, self.own)
+            return known.last_before(start, lo)
 
 
 def _stamp_text(date: str | None, start: int, total: int, zh: bool) -> str:
@@ -451,7 +472,7 @@ def recall(
             pool = _candidates(msgs, [(k, 0.0) for k in recent], allowed)
         if pool:
             pool = _fuse(pool, msgs, query, embedder)
-    return _select(msgs, pool, budget, c, exclude_text, min_share, dates=_own_dates(ix, n))
+    return _select(msgs, pool, budget, c, exclude_text, min_share, dates=_own_dates(ix))
 
 
 def _bounds(
