@@ -293,6 +293,8 @@ class _Line:
         return f"- {self.speaker}: {self.text}" if self.speaker else f"- {self.text}"
 
 
+#: How long a summary line may be before it is clipped (a sentence cut at a word, "…").
+DEFAULT_MAX_ITEM_CHARS = 240
 _SPEAKER_RE = re.compile(r"[\w.-]{1,24}:")
 _ROLE_WEIGHT = {"user": 1.0, "assistant": 0.8, "tool": 0.45}
 _ID_SEP = "; "
@@ -321,7 +323,7 @@ class SalienceSummarizer(TwinSummarizer):
         *,
         counter: Any = None,
         language: str | None = None,
-        max_sentence_chars: int = 240,
+        max_sentence_chars: int = DEFAULT_MAX_ITEM_CHARS,
         tool_scan_chars: int = 4000,
     ) -> None:
         if language not in (None, "auto", "zh", "en"):
@@ -383,42 +385,7 @@ class SalienceSummarizer(TwinSummarizer):
         return _clip(text, self.max_item_chars)
 
     def _parse_previous(self, summary: str) -> list[_Line]:
-        """The lines of a previous summary, back in their sections with date and speaker.
-
-        Text in any other format (another summarizer's) becomes undated timeline lines."""
-        lines: list[_Line] = []
-        section, date, current = "timeline", "", ""
-        rows = [r.strip() for r in summary.splitlines() if r.strip()]
-        for k, row in enumerate(rows):
-            seq = float(k - len(rows))  # before every new message, in their old order
-            if row.startswith("### "):
-                date = row[4:].strip()
-                continue
-            if row.startswith("#"):
-                heading = row.lstrip("#").strip().rstrip(":：").casefold()
-                section = _HEADING_TO_SECTION.get(heading, "timeline")
-                date = current = ""
-                continue
-            if section == "timeline" and _SPEAKER_RE.fullmatch(row):
-                current = row[:-1]
-                continue
-            body = row[2:].strip() if row.startswith(("- ", "* ", "• ")) else row
-            if section == "identifiers":
-                for ident in (i.strip() for i in body.split(_ID_SEP)):
-                    if ident:
-                        lines.append(_Line("identifiers", ident, "", "", seq))
-                continue
-            speaker = current if section == "timeline" else ""
-            head, sep, rest = body.partition(": ")
-            # "- bash: …" names its tool; a timeline line carries its speaker inline only in
-            # a summary without speaker labels (so "- Reminder: …" under "user:" stays whole)
-            inline = section in ("done", "errors") or (section == "timeline" and not current)
-            if sep and inline and 0 < len(head) <= 24 and " " not in head.strip():
-                speaker, body = head.strip(), rest
-            # a long row is prose from another summarizer: its sentences compete one by one
-            pieces = _sentences(body) if len(body) > self.max_item_chars else [body]
-            lines.extend(_Line(section, p, speaker, date, seq) for p in pieces if p)
-        return lines
+        return _parse_summary(summary, self.max_item_chars)
 
     def _extract(self, messages: Sequence[Message], *, has_goal: bool) -> list[_Line]:
         lines: list[_Line] = []
@@ -691,27 +658,55 @@ class SalienceSummarizer(TwinSummarizer):
         return "\n".join(blocks)
 
 
+def _parse_summary(summary: str, max_item_chars: int) -> list[_Line]:
+    """The lines of a summary (:meth:`SalienceSummarizer._render`'s format), back in their
+    sections with date and speaker; a row over ``max_item_chars`` split into its sentences.
+
+    Text in any other format (another summarizer's) becomes undated timeline lines."""
+    lines: list[_Line] = []
+    section, date, current = "timeline", "", ""
+    rows = [r.strip() for r in summary.splitlines() if r.strip()]
+    for k, row in enumerate(rows):
+        seq = float(k - len(rows))  # before every new message, in their old order
+        if row.startswith("### "):
+            date = row[4:].strip()
+            continue
+        if row.startswith("#"):
+            heading = row.lstrip("#").strip().rstrip(":：").casefold()
+            section = _HEADING_TO_SECTION.get(heading, "timeline")
+            date = current = ""
+            continue
+        if section == "timeline" and _SPEAKER_RE.fullmatch(row):
+            current = row[:-1]
+            continue
+        body = row[2:].strip() if row.startswith(("- ", "* ", "• ")) else row
+        if section == "identifiers":
+            for ident in (i.strip() for i in body.split(_ID_SEP)):
+                if ident:
+                    lines.append(_Line("identifiers", ident, "", "", seq))
+            continue
+        speaker = current if section == "timeline" else ""
+        head, sep, rest = body.partition(": ")
+        # "- bash: …" names its tool; a timeline line carries its speaker inline only in
+        # a summary without speaker labels (so "- Reminder: …" under "user:" stays whole)
+        inline = section in ("done", "errors") or (section == "timeline" and not current)
+        if sep and inline and 0 < len(head) <= 24 and " " not in head.strip():
+            speaker, body = head.strip(), rest
+        # a long row is prose from another summarizer: its sentences compete one by one
+        pieces = _sentences(body) if len(body) > max_item_chars else [body]
+        lines.extend(_Line(section, p, speaker, date, seq) for p in pieces if p)
+    return lines
+
+
 def quoted_sentences(summary: str) -> list[str]:
-    """The lines a summary :meth:`SalienceSummarizer._render` wrote as bullets, long enough to
-    be a sentence (a clipped one less its "…"): sentences of the conversation, verbatim. A
-    bullet outside the timeline names its speaker first (:meth:`_Line.render`); the sentence is
-    what follows. The list of identifiers is left out: one of them is not what a message said."""
-    identifiers = {labels["identifiers"] for labels in LABELS.values()}
-    timelines = {labels["timeline"] for labels in LABELS.values()}
+    """The sentences of the conversation a summary quotes verbatim (:func:`_parse_summary`'s
+    lines, a clipped one less its "…"), those long enough to be a sentence. The list of
+    identifiers is left out: one of them is not what a message said."""
     out = []
-    listed = timeline = False
-    for row in summary.splitlines():
-        row = row.strip()
-        if row.startswith("## "):
-            listed = row[3:].strip() in identifiers
-            timeline = row[3:].strip() in timelines
-        elif row.startswith("- ") and not listed:
-            body = row[2:].rstrip("…").strip()
-            speaker, colon, said = body.partition(": ")
-            if not timeline and colon and _SPEAKER_RE.fullmatch(speaker + ":"):
-                body = said.strip()
-            if len(body) >= 12:
-                out.append(body)
+    for line in _parse_summary(summary, DEFAULT_MAX_ITEM_CHARS):
+        text = line.text.rstrip("…").strip()
+        if line.section != "identifiers" and len(text) >= 12:
+            out.append(text)
     return out
 
 
