@@ -268,23 +268,22 @@ def _quoted_by(summary: str, messages: list[dict[str, Any]]) -> bool:
 
 def test_a_recaps_own_words_take_at_most_their_share_of_a_large_ratio() -> None:
     # a recap that names a topic: what its words find takes at most RECAP_SEARCH_RATIO of
-    # the budget however large recall_ratio is, so the rest of the block still holds the
-    # exchanges right before the window
-    cm = manager(recall_ratio=0.9)
-    state = replayed(cm, MANY)
+    # the budget however large recall_ratio is, so its block is the one a ratio of that share
+    # gives, and still ends with the exchanges right before the window
     recap = {"role": "user", "content": "Can you recap what I told you about the booking codes?"}
-    history = [*MANY, recap]
-    p = cm.prepare(history, state)
-    off = manager(recall=False).prepare(history, state)
     assert asks_recap(recap["content"])
-    recalled = p.stats["recalled"]
-    assert recalled, p.stats["recall_reason"]
-    budget = WINDOW - cm.output_reserve
-    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
+    history = [*MANY, recap]
+    blocks = []
+    for ratio in (0.9, DEFAULT_RECALL_RATIO, RECAP_SEARCH_RATIO):
+        cm = manager(recall_ratio=ratio)
+        p = cm.prepare(history, replayed(cm, MANY))
+        assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= WINDOW - cm.output_reserve
+        blocks.append([(u["start"], u["end"]) for u in p.stats["recalled"]])
+    assert blocks[0] and blocks[0] == blocks[1] == blocks[2]
+    off = manager(recall=False).prepare(history, replayed(manager(recall=False), MANY))
     first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
-    assert max(u["end"] for u in recalled) == first_kept
-    found = [u for u in recalled if u["reason"] == "matches the question"]
-    assert sum(u["tokens"] for u in found) <= RECAP_SEARCH_RATIO * budget
+    assert blocks[0][-1][1] == first_kept
+    assert len(blocks[0]) > 1  # the words found some, the newest exchanges fill the rest
 
 
 def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
@@ -302,8 +301,10 @@ def test_a_recap_request_gets_the_newest_evicted_exchanges() -> None:
     assert recalled, p.stats["recall_reason"]
     budget = WINDOW - cm.output_reserve
     assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
-    # the block fills the room the prompt leaves, whatever a question's share is
-    assert budget - p.stats["tokens"] < STAMP_TOKENS + 40
+    # the block fills the room the prompt leaves, whatever a question's share is: what is
+    # left could not hold one more stamped exchange
+    smallest = min(COUNTER.count_messages(MANY[k : k + 2]) for k in range(0, len(MANY), 2))
+    assert budget - p.stats["tokens"] < STAMP_TOKENS + smallest
     # stretches ending right before the window's first message; between two stretches only
     # messages the summary quotes
     first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
