@@ -340,8 +340,9 @@ def summarize(fig: Figures) -> dict[str, Any]:
     return out
 
 
-def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
-    """p50 / p90 of single warm ``prepare`` calls on an ``n``-message history."""
+def timed_question(n: int, counter: Any, window: int) -> tuple[Any, list[Message], Any, Message]:
+    """The manager, ``n - 1`` messages of generated dialogs, its state once their fold is done,
+    and the question ``timing`` asks (also the callgrind workload ``recall_question_10k``)."""
     history: list[Message] = []
     questions: list[str] = []
     seed = 0
@@ -360,7 +361,6 @@ def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
         state = p.state
         if p.stats["strategy"] != "summarize":
             break
-    out: dict[str, Any] = {"messages": n, "runs": runs}
     # A question timed with the work it costs: the first of the dialogs' own questions for
     # which recall brings a block back (one the summary and window already answer is not
     # searched past that check).
@@ -372,6 +372,13 @@ def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
         ),
         {"role": "user", "content": questions[0]},
     )
+    return cm, history, state, asked
+
+
+def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
+    """p50 / p90 of single warm ``prepare`` calls on an ``n``-message history."""
+    cm, history, state, asked = timed_question(n, counter, window)
+    out: dict[str, Any] = {"messages": n, "runs": runs}
     out["question_text"] = asked["content"]
     out["question_units"] = len(cm.prepare([*history, asked], state).stats.get("recalled") or ())
     for label, ask in (

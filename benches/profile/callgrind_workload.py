@@ -28,6 +28,8 @@ steady state of that call. Workloads:
   each call from the state before it; ``_norecall`` with ``recall=False`` (a commit without
   the recall stage runs the same call);
 * ``session_norecall``: ``session`` with ``recall=False``;
+* ``recall_question_10k``: ``eval_recall.py --timing 10000``'s question: a prepare of 10,000
+  messages of generated dialogs (8k window) that recalls a block;
 * ``dialog_count_{warm,cold}``, ``dialog_messages_{warm,cold}``: one call is a pass of
   ``Counter.count`` per text / ``Counter.count_messages`` per text (as one user message) over
   the dialog corpus of ``report_engine.py``, through a counter that saw it all / one with
@@ -92,6 +94,7 @@ CALLS = {
     "manager_new_10k": 10,
     "manager_new_10k_norecall": 10,
     "session_norecall": 20,
+    "recall_question_10k": 20,
     "dialog_count_warm": 3,
     "dialog_count_cold": 1,
     "dialog_messages_warm": 3,
@@ -182,6 +185,14 @@ def setup(what: str) -> Callable[[int], Any]:
             call = lambda i: cm.prepare(  # noqa: E731
                 base + [{"role": "user", "content": f"new question {i + 1}"}], before
             )
+    elif what == "recall_question_10k":
+        sys.path.insert(0, str(HERE.parents[1] / "eval"))
+        import eval_recall
+
+        cm, history, state, asked = eval_recall.timed_question(
+            10_000, wf.Counter(model="gpt-4o"), 8_192
+        )
+        call = lambda i: cm.prepare([*history, asked], state)  # noqa: E731
     elif parts[0] == "dialog":
         texts = cached_conversations()
         counter = wf.Counter(

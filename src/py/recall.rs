@@ -3,7 +3,7 @@
 //! terms the index scores), and `recall_asks` / `recall_recaps`, what a user message asks.
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -12,8 +12,11 @@ use super::errors::guarded;
 use super::messages::extract_message;
 use super::text::{text_from_str, Text};
 use crate::count::{Message, MessageFormat, Part};
+use crate::message::MessageInfo;
+use crate::recall::units::{self, Turns};
 use crate::recall::{asks, terms, RecallIndex};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
+use xxhash_rust::xxh3::xxh3_64;
 
 struct State {
     index: RecallIndex,
@@ -21,6 +24,28 @@ struct State {
     /// slots: a message object seen at the same position again is not read again, nor looked
     /// up by its fingerprint. Holding the reference keeps its address from being reused.
     seen: Vec<(Py<PyAny>, u128, u32)>,
+    /// The terms of the last text asked about in `held_shares` (a summary, the same on most
+    /// calls), by its hash.
+    held: Option<(u64, Arc<FxHashSet<u64>>)>,
+}
+
+impl State {
+    fn new(max_messages: usize) -> Self {
+        State { index: RecallIndex::new(max_messages), seen: Vec::new(), held: None }
+    }
+
+    /// The term set of `text`, kept for the next call.
+    fn held_terms(&mut self, text: &str) -> Arc<FxHashSet<u64>> {
+        let key = xxh3_64(text.as_bytes());
+        match &self.held {
+            Some((k, terms)) if *k == key => terms.clone(),
+            _ => {
+                let terms = Arc::new(RecallIndex::term_set(text));
+                self.held = Some((key, terms.clone()));
+                terms
+            }
+        }
+    }
 }
 
 /// A bounded, incremental BM25 index of messages (see `windowfit.recall`).
@@ -41,7 +66,7 @@ impl PyRecallIndex {
                     // a panic mid-update may have left the index half-changed: start afresh
                     let mut g = poisoned.into_inner();
                     self.state.clear_poison();
-                    *g = State { index: RecallIndex::new(self.max_messages), seen: Vec::new() };
+                    *g = State::new(self.max_messages);
                     return g;
                 }
                 Err(TryLockError::WouldBlock) => py.detach(std::thread::yield_now),
@@ -98,7 +123,7 @@ impl PyRecallIndex {
     #[pyo3(signature = (max_messages = 200_000))]
     fn new(max_messages: usize) -> Self {
         PyRecallIndex {
-            state: Mutex::new(State { index: RecallIndex::new(max_messages), seen: Vec::new() }),
+            state: Mutex::new(State::new(max_messages)),
             max_messages: max_messages.max(1),
         }
     }
@@ -119,7 +144,7 @@ impl PyRecallIndex {
     /// Forget every message.
     fn clear(&self, py: Python<'_>) {
         let mut g = self.lock(py);
-        *g = State { index: RecallIndex::new(self.max_messages), seen: Vec::new() };
+        *g = State::new(self.max_messages);
     }
 
     /// BM25 scores for `query` of the messages at positions `lo..hi` of `messages` (all of
@@ -189,6 +214,111 @@ impl PyRecallIndex {
             Ok((c.terms, c.held, c.number_missing))
         })
     }
+
+    /// For each span `(start, end)` of `messages`, the share of its messages' distinct terms
+    /// that `text` (a summary in the prompt) already holds; None for a span without terms.
+    /// New messages are indexed on the way.
+    fn held_shares(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        spans: Vec<(usize, usize)>,
+        text: &Bound<'_, PyString>,
+    ) -> PyResult<Vec<Option<f64>>> {
+        let text = text_from_str(text);
+        let n = messages.len();
+        let spans: Vec<(usize, usize)> = spans.into_iter().map(|(a, b)| (a.min(n), b.min(n).max(a.min(n)))).collect();
+        let mut positions: Vec<usize> = spans.iter().flat_map(|&(a, b)| a..b).collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let mut guard = self.lock(py);
+        let state = &mut *guard;
+        guarded("RecallIndex.held_shares", || {
+            state.index.tick();
+            let slot_of: FxHashMap<usize, u32> = slots_of(py, state, messages, &positions)?.into_iter().collect();
+            let held = state.held_terms(text.as_ref());
+            let index = &state.index;
+            Ok(py.detach(|| {
+                spans
+                    .iter()
+                    .map(|&(a, b)| {
+                        let slots: Vec<u32> = (a..b).filter_map(|k| slot_of.get(&k).copied()).collect();
+                        index.held_share(&slots, &held)
+                    })
+                    .collect()
+            }))
+        })
+    }
+}
+
+/// A history read for [`units::candidates`]: each message read once per call, on demand.
+/// A message that cannot be read is kept as the first error, returned after the pass.
+struct ListTurns<'a, 'py> {
+    py: Python<'py>,
+    messages: &'a Bound<'py, PyList>,
+    len: usize,
+    read: FxHashMap<usize, Message<Text>>,
+    error: Option<PyErr>,
+}
+
+impl ListTurns<'_, '_> {
+    fn message(&mut self, i: usize) -> Option<&Message<Text>> {
+        if !self.read.contains_key(&i) && self.error.is_none() {
+            match self.messages.get_item(i).and_then(|obj| extract_message(self.py, i, &obj)) {
+                Ok(m) => {
+                    self.read.insert(i, m);
+                }
+                Err(e) => self.error = Some(e),
+            }
+        }
+        self.read.get(&i)
+    }
+}
+
+impl Turns for ListTurns<'_, '_> {
+    fn count(&self) -> usize {
+        self.len
+    }
+
+    fn info(&mut self, i: usize) -> MessageInfo {
+        self.message(i).map(|m| m.info(0)).unwrap_or_default()
+    }
+
+    fn text(&mut self, i: usize) -> String {
+        let parts = self.message(i).map(|m| m.parts.as_slice()).unwrap_or_default();
+        let texts: Vec<&str> =
+            parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None }).collect();
+        texts.into_iter().filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// A recallable unit as Python gets it: `(start, end, score, context_of)`.
+type Unit = (usize, usize, f64, Option<usize>);
+
+/// The units around `hits` (position, score) that may be recalled from `messages`: only
+/// positions in `lo..hi` and not in `skip`. `context_of` is the follow-up a neighbouring
+/// exchange was added for (None for a hit's own).
+
+#[pyfunction]
+#[pyo3(signature = (messages, hits, lo = 0, hi = None, skip = None))]
+fn recall_units(
+    py: Python<'_>,
+    messages: &Bound<'_, PyList>,
+    hits: Vec<(usize, f64)>,
+    lo: usize,
+    hi: Option<usize>,
+    skip: Option<HashSet<usize>>,
+) -> PyResult<Vec<Unit>> {
+    let n = messages.len();
+    let hi = hi.unwrap_or(n).min(n);
+    let skip = skip.unwrap_or_default();
+    let allowed = |k: usize| lo <= k && k < hi && !skip.contains(&k);
+    let mut turns = ListTurns { py, messages, len: n, read: FxHashMap::default(), error: None };
+    let out = guarded("recall_units", || Ok(units::candidates(&mut turns, &hits, &allowed)))?;
+    if let Some(e) = turns.error {
+        return Err(e);
+    }
+    Ok(out.into_iter().map(|c| (c.start, c.end, c.score, c.context_of)).collect())
 }
 
 /// The terms recall scores `text` by (its text rules: stemmed words, numbers, whole
@@ -217,6 +347,7 @@ fn recall_recaps(text: &Bound<'_, PyString>) -> PyResult<bool> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRecallIndex>()?;
     m.add_function(wrap_pyfunction!(recall_terms, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_units, m)?)?;
     m.add_function(wrap_pyfunction!(recall_asks, m)?)?;
     m.add_function(wrap_pyfunction!(recall_recaps, m)?)?;
     Ok(())

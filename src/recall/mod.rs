@@ -10,6 +10,7 @@
 
 pub mod asks;
 pub mod terms;
+pub mod units;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
@@ -222,10 +223,7 @@ impl RecallIndex {
     /// whether a number among them does not. Postings answer it, so its cost follows the
     /// query's terms, not the size of the documents.
     pub fn coverage(&self, query: &str, slots: &FxHashSet<u32>, extra: &str) -> Coverage {
-        let mut in_extra: FxHashSet<u64> = FxHashSet::default();
-        terms::for_each_term(head(extra, MAX_DOC_BYTES), |t| {
-            in_extra.insert(xxh3_64(t.as_bytes()));
-        });
+        let in_extra = Self::term_set(extra);
         let mut seen: FxHashSet<u64> = FxHashSet::default();
         let mut c = Coverage::default();
         terms::for_each_term(head(query, MAX_QUERY_BYTES), |t| {
@@ -243,6 +241,31 @@ impl RecallIndex {
             }
         });
         c
+    }
+
+    /// The distinct terms of `text` (read up to [`MAX_DOC_BYTES`]), as the index hashes them.
+    pub fn term_set(text: &str) -> FxHashSet<u64> {
+        let mut out: FxHashSet<u64> = FxHashSet::default();
+        terms::for_each_term(head(text, MAX_DOC_BYTES), |t| {
+            out.insert(xxh3_64(t.as_bytes()));
+        });
+        out
+    }
+
+    /// The share of the distinct terms of the documents in `slots` that `held` holds (a
+    /// summary's [`term_set`](Self::term_set)); None when they have no terms.
+    pub fn held_share(&self, slots: &[u32], held: &FxHashSet<u64>) -> Option<f64> {
+        let mut own: FxHashSet<u64> = FxHashSet::default();
+        for &slot in slots {
+            if let Some(Some(doc)) = self.docs.get(slot as usize) {
+                own.extend(doc.terms.iter().copied());
+            }
+        }
+        if own.is_empty() {
+            return None;
+        }
+        let n = own.iter().filter(|h| held.contains(h)).count();
+        Some(n as f64 / own.len() as f64)
     }
 
     /// BM25 scores of the indexed messages for `query`, by slot (only slots with a score).
@@ -342,6 +365,22 @@ mod tests {
         let extra = ix.coverage(q, &only(&[]), "Kyoto trip number 2");
         assert!(!extra.number_missing && extra.held >= 3, "{extra:?}");
         assert_eq!(ix.coverage("", &only(&[0]), "").terms, 0);
+    }
+
+    #[test]
+    fn held_share_is_the_share_of_distinct_terms_a_text_holds() {
+        let (ix, slots) = index(&TEXTS);
+        // "parrot", "named", "Biscuit", "adopted", "finally" (stop words left out)
+        let own: std::collections::BTreeSet<String> = terms::terms(TEXTS[0]).into_iter().collect();
+        let summary = "- The user adopted a parrot called Biscuit.";
+        let held: std::collections::BTreeSet<String> = terms::terms(summary).into_iter().collect();
+        let expect = own.intersection(&held).count() as f64 / own.len() as f64;
+        let got = ix.held_share(&slots[..1], &RecallIndex::term_set(summary)).unwrap();
+        assert!((got - expect).abs() < 1e-9 && got > 0.0 && got < 1.0, "{got} {expect}");
+        assert_eq!(ix.held_share(&slots[..2], &RecallIndex::term_set(&TEXTS[..2].join(" "))), Some(1.0));
+        assert_eq!(ix.held_share(&slots[1..2], &RecallIndex::term_set("")), Some(0.0));
+        assert_eq!(ix.held_share(&[], &RecallIndex::term_set(summary)), None);
+        assert_eq!(ix.held_share(&[999], &RecallIndex::term_set(summary)), None);
     }
 
     #[test]

@@ -199,6 +199,34 @@ def test_a_tool_call_comes_back_with_all_its_results() -> None:
     assert r.messages[1:] == msgs[5:7]
 
 
+def test_a_result_far_into_a_long_tool_round_brings_back_the_whole_round() -> None:
+    """The round is found from its call however far back it is (the whole history's rule,
+    not a stretch around the hit)."""
+    calls = [
+        {"id": f"c{j}", "type": "function", "function": {"name": "grep", "arguments": f'"{j}"'}}
+        for j in range(40)
+    ]
+    body = {35: "deploy_token expires at 2024-07-01 for the staging cluster"}
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "check every service config"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *(
+            {"role": "tool", "tool_call_id": f"c{j}", "content": body.get(j, f"ok {j}")}
+            for j in range(40)
+        ),
+        {"role": "assistant", "content": "All configs checked."},
+        {"role": "user", "content": "When does the deploy_token expire?"},
+    ]
+    asked = {"candidates": range(len(msgs) - 1), "index": _core.RecallIndex()}
+    r = wf.recall(msgs, "deploy_token expire", 2000, counter=COUNTER, **asked)
+    assert [(u.start, u.end) for u in r.units] == [(1, 42)]
+    assert r.messages[1:] == msgs[2:42] and _pairing_ok(r.messages)
+    # with one result missing the round cannot be sent, and nothing of it comes back
+    broken = msgs[:20] + msgs[21:]
+    r = wf.recall(broken, "deploy_token expire", 2000, counter=COUNTER, **asked)
+    assert r.units and all(u.start > 40 or u.end <= 1 for u in r.units)
+
+
 def _pairing_ok(messages: list[dict[str, Any]]) -> bool:
     open_calls: set[str] = set()
     for m in messages:
@@ -256,6 +284,13 @@ def test_recall_invariants(msgs: list[dict[str, Any]], query: list[str], budget:
     assert all(m.get("role") not in ("system", "developer") for m in r.messages)
     spans = [(u.start, u.end) for u in r.units]
     assert spans == sorted(spans) and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    # a tool round comes back as the whole history's pairing rule delimits it
+    analysis = _core.tool_units(msgs)
+    rounds = {(a, b) for a, b, kind in analysis.units if kind == "tool_round"}
+    for a, b in spans:
+        if msgs[a].get("tool_calls"):
+            assert (a, b) in rounds
+            assert not any(a <= k < b for k, _, _ in analysis.problems)
 
 
 def test_embedder_is_fused_and_optional() -> None:

@@ -26,7 +26,6 @@ valid block (invalid *arguments* raise ``windowfit`` errors naming the argument)
 from __future__ import annotations
 
 import bisect
-import functools
 import logging
 import math
 import re
@@ -40,7 +39,7 @@ from windowfit import _core
 from windowfit._validate import count_arg
 from windowfit.counting import Counter, resolve_counter
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, content_text
+from windowfit.messages import content_text
 from windowfit.summarize.salience import STAMP_KEYS, said_at
 
 __all__ = ["RecallResult", "RecalledUnit", "recall", "recall_terms", "shared_index"]
@@ -54,21 +53,17 @@ Embedder = Callable[[list[str]], Sequence[Sequence[float]]]
 MAX_HITS = 64
 #: A unit scoring below this share of the best one is not about the question.
 MIN_SHARE = 0.2
-#: What a neighbouring exchange scores, as a share of the one it gives context to.
-NEIGHBOUR_SHARE = 0.35
 #: How far back a unit looks for the session date in force.
 DATE_LOOKBACK = 200
 #: Tokens a stamp's count alone may exceed what it adds to the message it opens (the pieces
 #: at the join can merge): the margin of the pre-check that spares a date lookup.
 STAMP_JOIN_SLACK = 4
+#: A unit whose terms a summary in the prompt holds at this share or more is not recalled.
+HELD_BY_SUMMARY = 0.9
 #: Below this many tokens left, no exchange fits: selection stops.
 MIN_UNIT_TOKENS = 16
 #: Reciprocal-rank fusion constant (the usual 60).
 RRF_K = 60
-_FOLLOW_UP_RE = re.compile(
-    r"(?i)^\s*(?:and|also|what about|how about|it|its|they|them|that|this|those|these|he|she|"
-    r"his|her|their|there|then|so|but)\b|^\s*[他她它这那其还也]"
-)
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 _SHARED: _core.RecallIndex | None = None
@@ -126,74 +121,6 @@ class RecallResult:
 # ---------------------------------------------------------------------------------------------
 # Units
 # ---------------------------------------------------------------------------------------------
-
-
-def _plain(m: Message) -> bool:
-    """A user or assistant message with text only: a unit of its own under any pairing."""
-    return (
-        m.get("role") in ("user", "assistant")
-        and isinstance(m.get("content"), str)
-        and not m.get("tool_calls")
-        and not m.get("function_call")
-    )
-
-
-def _span_at(history: Sequence[Message], i: int, radius: int = 24) -> tuple[int, int, str]:
-    """The core's pairing unit holding ``history[i]`` (widened until it is not cut by the
-    slice it was read from); kind ``"orphan"`` for a unit with an unanswered call or a result
-    without its call, which cannot be sent on its own."""
-    if _plain(history[i]):
-        return i, i + 1, "message"
-    n = len(history)
-    while True:
-        lo, hi = max(0, i - radius), min(n, i + radius + 1)
-        analysis = _core.tool_units(history[lo:hi])
-        for start, end, kind in analysis.units:
-            if start <= i - lo < end:
-                cut_low = start == 0 and lo > 0
-                cut_high = end == hi - lo and hi < n
-                if (cut_low or cut_high) and radius < n:
-                    break
-                broken = any(start <= k < end for k, _, _ in analysis.problems)
-                return lo + start, lo + end, "orphan" if broken else kind
-        else:
-            return i, i + 1, "orphan"
-        radius *= 4
-
-
-def _is_user_turn(m: Message) -> bool:
-    return m.get("role") == "user" and not _is_result(m)
-
-
-def _is_result(m: Message) -> bool:
-    content = m.get("content")
-    return isinstance(content, list) and any(
-        isinstance(p, Mapping) and p.get("type") == "tool_result" for p in content
-    )
-
-
-def _exchange(
-    history: Sequence[Message], i: int, allowed: Callable[[int], bool]
-) -> tuple[int, int] | None:
-    """The exchange around ``history[i]``: a user turn with the reply right after it, or a
-    reply with the user turn right before it; a tool round alone. None for what cannot be
-    recalled (system messages, results without their call, messages outside ``allowed``)."""
-    if history[i].get("role") in SYSTEM_ROLES:
-        return None
-    start, end, kind = _span_at(history, i)
-    if kind == "orphan":
-        return None
-    if kind == "message" and _is_user_turn(history[start]):
-        if end < len(history) and allowed(end) and history[end].get("role") == "assistant":
-            _, end2, kind2 = _span_at(history, end)
-            if kind2 != "orphan" and all(allowed(k) for k in range(end, end2)):
-                end = end2
-    elif history[start].get("role") == "assistant" and kind == "message":
-        if start > 0 and allowed(start - 1) and _is_user_turn(history[start - 1]):
-            start -= 1
-    if not all(allowed(k) for k in range(start, end)):
-        return None
-    return start, end
 
 
 def _unit_text(history: Sequence[Message], start: int, end: int, limit: int = 4000) -> str:
@@ -333,6 +260,8 @@ class _Candidate:
     end: int
     score: float
     reason: str
+    #: the share of its terms a summary in the prompt already holds (None: not asked)
+    held: float | None = None
 
 
 def _fuse(
@@ -367,54 +296,25 @@ def _fuse(
     ]
 
 
-# Both are asked again on every call about the same texts (a message's head, the summary):
-# a repeat costs a lookup instead of a tokenization; the keys are bounded (400 characters;
-# eight summaries).
-@functools.lru_cache(maxsize=8192)
-def _few_terms(head: str) -> bool:
-    """Whether a user message (its first 400 characters) is too short to stand alone."""
-    return len(_core.recall_terms(head)) < 4
-
-
-@functools.lru_cache(maxsize=8)
-def _terms_of(text: str) -> frozenset[str]:
-    return frozenset(_core.recall_terms(text))
-
-
 def _candidates(
-    history: Sequence[Message],
+    history: list[Message],
     hits: list[tuple[int, float]],
-    allowed: Callable[[int], bool],
+    lo: int,
+    hi: int,
+    skip: set[int],
 ) -> list[_Candidate]:
-    """Exchanges around the hits, scored by the sum of their messages' scores; with their
-    context neighbours when a follow-up needs them."""
-    by_span: dict[tuple[int, int], _Candidate] = {}
-    scores = dict(hits)
-    for i, _ in hits:
-        span = _exchange(history, i, allowed)
-        if span is None or span in by_span:
-            continue
-        total = sum(scores.get(k, 0.0) for k in range(*span))
-        by_span[span] = _Candidate(span[0], span[1], total, "matches the question")
-    primary = list(by_span.values())
-    for c in primary:
-        first = history[c.start]
-        text = content_text(first.get("content"))
-        # only a user's follow-up ("and the second one?") leans on the exchange before it
-        if c.start == 0 or not _is_user_turn(first):
-            continue
-        if not (_FOLLOW_UP_RE.match(text) or _few_terms(text[:400])):
-            continue
-        prev = _exchange(history, c.start - 1, allowed)
-        if prev is None:
-            continue
-        score = NEIGHBOUR_SHARE * c.score
-        known = by_span.get(prev)
-        if known is None:
-            by_span[prev] = _Candidate(*prev, score, f"context of message {c.start + 1}")
-        elif known.score < score:
-            known.score = score
-    return list(by_span.values())
+    """The exchanges around the hits that may be recalled (positions ``lo..hi`` not in
+    ``skip``), scored by the sum of their messages' scores; with the exchange before a
+    follow-up that needs it (the core's unit rules, ``_core.recall_units``)."""
+    return [
+        _Candidate(
+            start,
+            end,
+            score,
+            "matches the question" if lead is None else f"context of message {lead + 1}",
+        )
+        for start, end, score, lead in _core.recall_units(history, hits, lo, hi, skip)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,18 +361,18 @@ def recall(
     lo, hi, skip = _bounds(candidates, exclude, n)
     ix = index if index is not None else shared_index()
     hits = ix.search(msgs, query, lo, hi, skip, MAX_HITS)
-
-    def allowed(k: int) -> bool:
-        return lo <= k < hi and k not in skip
-
-    pool = _candidates(msgs, hits, allowed)
+    pool = _candidates(msgs, hits, lo, hi, skip)
     if embedder is not None:
         if not pool:  # nothing lexical: let the embedder rank the latest candidates
             recent = [k for k in range(hi - 1, lo - 1, -1) if k not in skip][:MAX_HITS]
-            pool = _candidates(msgs, [(k, 0.0) for k in recent], allowed)
+            pool = _candidates(msgs, [(k, 0.0) for k in recent], lo, hi, skip)
         if pool:
             pool = _fuse(pool, msgs, query, embedder)
-    return _select(msgs, pool, budget, c, exclude_text, min_share, dates=_own_dates(ix))
+    if exclude_text and pool:
+        shares = ix.held_shares(msgs, [(p.start, p.end) for p in pool], exclude_text)
+        for p, share in zip(pool, shares):
+            p.held = share
+    return _select(msgs, pool, budget, c, min_share, dates=_own_dates(ix))
 
 
 def _bounds(
@@ -496,7 +396,6 @@ def _select(
     pool: list[_Candidate],
     budget: int,
     counter: Counter,
-    exclude_text: str,
     min_share: float,
     total: int | None = None,
     dates: _OwnDates | None = None,
@@ -508,7 +407,6 @@ def _select(
     best = max((p.score for p in pool), default=0.0)
     if best <= 0:
         return out
-    excluded = _terms_of(exclude_text) if exclude_text else frozenset()
     dates_at = _Dates(msgs, dates)
     chosen: list[tuple[_Candidate, list[Any], int, str | None]] = []
     taken: set[int] = set()
@@ -525,11 +423,9 @@ def _select(
         if used + plain > budget:
             out.skipped.append({"start": cand.start, "reason": f"{plain} tokens do not fit"})
             continue
-        if excluded:
-            terms = set(_core.recall_terms(_unit_text(msgs, cand.start, cand.end)))
-            if terms and len(terms & excluded) >= 0.9 * len(terms):
-                out.skipped.append({"start": cand.start, "reason": "already in the summary"})
-                continue
+        if cand.held is not None and cand.held >= HELD_BY_SUMMARY:
+            out.skipped.append({"start": cand.start, "reason": "already in the summary"})
+            continue
         # the stamp speaks the unit's language, so a kept block is rebuilt identically
         zh = bool(_CJK_RE.search(content_text(msgs[cand.start].get("content"))[:200]))
         # a unit that cannot take even a stamp without a date is passed over before its date
@@ -577,5 +473,5 @@ def rebuild(
         pool.append(_Candidate(int(span[0]), int(span[1]), 1.0, "kept from the previous call"))
     if not pool:
         return RecallResult()
-    out = _select(history, pool, budget, counter, "", 0.0, total)
+    out = _select(history, pool, budget, counter, 0.0, total)
     return out if len(out.units) == len(pool) else None
