@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_DIRECTION",
     "RecallIndex",
     "recall_terms",
+    "recall_units",
     "recall_asks",
     "recall_recaps",
     "_message_keys",
@@ -300,6 +301,16 @@ class RecallIndex:
     def held_shares(
         self, messages: list[Any], spans: Sequence[tuple[int, int]], text: str
     ) -> list[float | None]: ...
+    def cover(
+        self,
+        messages: list[Any],
+        spans: Sequence[tuple[int, int]],
+        costs: Sequence[int],
+        joins: Sequence[bool],
+        text: str,
+        room: int,
+        stamp: int,
+    ) -> list[int]: ...
 
 def recall_terms(text: str) -> list[str]: ...
 def recall_units(

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
-use super::errors::guarded;
+use super::errors::{guarded, InvalidArgumentError};
 use super::messages::extract_message;
 use super::text::{text_from_str, Text};
 use crate::count::{Message, MessageFormat, Part};
 use crate::message::MessageInfo;
 use crate::recall::units::{self, Turns};
-use crate::recall::{asks, terms, RecallIndex};
+use crate::recall::{asks, terms, CoverUnit, RecallIndex};
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -117,15 +117,29 @@ fn slots_of(
     Ok(out)
 }
 
+/// The index slots of each span's messages (`(start, end)` positions of `messages`, cut to
+/// its length), indexing the new ones; the start of a request.
+fn span_slots(
+    py: Python<'_>,
+    state: &mut State,
+    messages: &Bound<'_, PyList>,
+    spans: &[(usize, usize)],
+) -> PyResult<Vec<Vec<u32>>> {
+    let n = messages.len();
+    let mut positions: Vec<usize> = spans.iter().flat_map(|&(a, b)| a.min(n)..b.min(n)).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    state.index.tick();
+    let slot_of: FxHashMap<usize, u32> = slots_of(py, state, messages, &positions)?.into_iter().collect();
+    Ok(spans.iter().map(|&(a, b)| (a..b).filter_map(|k| slot_of.get(&k).copied()).collect()).collect())
+}
+
 #[pymethods]
 impl PyRecallIndex {
     #[new]
     #[pyo3(signature = (max_messages = 200_000))]
     fn new(max_messages: usize) -> Self {
-        PyRecallIndex {
-            state: Mutex::new(State::new(max_messages)),
-            max_messages: max_messages.max(1),
-        }
+        PyRecallIndex { state: Mutex::new(State::new(max_messages)), max_messages: max_messages.max(1) }
     }
 
     #[getter]
@@ -226,26 +240,52 @@ impl PyRecallIndex {
         text: &Bound<'_, PyString>,
     ) -> PyResult<Vec<Option<f64>>> {
         let text = text_from_str(text);
-        let n = messages.len();
-        let spans: Vec<(usize, usize)> = spans.into_iter().map(|(a, b)| (a.min(n), b.min(n).max(a.min(n)))).collect();
-        let mut positions: Vec<usize> = spans.iter().flat_map(|&(a, b)| a..b).collect();
-        positions.sort_unstable();
-        positions.dedup();
         let mut guard = self.lock(py);
         let state = &mut *guard;
         guarded("RecallIndex.held_shares", || {
-            state.index.tick();
-            let slot_of: FxHashMap<usize, u32> = slots_of(py, state, messages, &positions)?.into_iter().collect();
+            let slots = span_slots(py, state, messages, &spans)?;
             let held = state.held_terms(text.as_ref());
             let index = &state.index;
+            Ok(py.detach(|| slots.iter().map(|s| index.held_share(s, &held)).collect()))
+        })
+    }
+
+    /// The spans `(start, end)` of `messages` (in order) to bring back when nothing in
+    /// particular is asked (a recap), within `room` tokens: `costs` are their tokens, `joins`
+    /// whether each follows the one before it in the same session (one stamp of `stamp`
+    /// tokens for a stretch of them); greedily, by what each adds per token that the prompt's
+    /// `text` and the spans chosen before it do not hold (`RecallIndex::cover`). Returns the
+    /// chosen spans' indices, best first. New messages are indexed on the way.
+    #[allow(clippy::too_many_arguments)]
+    fn cover(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyList>,
+        spans: Vec<(usize, usize)>,
+        costs: Vec<u64>,
+        joins: Vec<bool>,
+        text: &Bound<'_, PyString>,
+        room: u64,
+        stamp: u64,
+    ) -> PyResult<Vec<usize>> {
+        if costs.len() != spans.len() || joins.len() != spans.len() {
+            return Err(InvalidArgumentError::new_err("cover: one cost and one join per span"));
+        }
+        let text = text_from_str(text);
+        let mut guard = self.lock(py);
+        let state = &mut *guard;
+        guarded("RecallIndex.cover", || {
+            let slots = span_slots(py, state, messages, &spans)?;
+            let index = &state.index;
             Ok(py.detach(|| {
-                spans
-                    .iter()
-                    .map(|&(a, b)| {
-                        let slots: Vec<u32> = (a..b).filter_map(|k| slot_of.get(&k).copied()).collect();
-                        index.held_share(&slots, &held)
-                    })
-                    .collect()
+                let held = RecallIndex::term_set(text.as_ref());
+                let units: Vec<CoverUnit> = slots
+                    .into_iter()
+                    .zip(costs)
+                    .zip(joins)
+                    .map(|((slots, tokens), joins_previous)| CoverUnit { slots, tokens, joins_previous })
+                    .collect();
+                index.cover(&units, &held, room, stamp)
             }))
         })
     }

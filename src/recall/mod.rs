@@ -12,6 +12,9 @@ pub mod asks;
 pub mod terms;
 pub mod units;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -62,6 +65,42 @@ pub struct RecallIndex {
     live: usize,
     max_docs: usize,
     clock: u64,
+}
+
+/// One unit [`RecallIndex::cover`] may choose.
+#[derive(Clone, Debug, Default)]
+pub struct CoverUnit {
+    /// The index slots of its messages.
+    pub slots: Vec<u32>,
+    /// Its tokens, without a stamp.
+    pub tokens: u64,
+    /// It follows the unit before it with nothing between them, in the same session: chosen
+    /// together, they are one stretch under one stamp.
+    pub joins_previous: bool,
+}
+
+/// A score that sorts (never NaN: weights and costs are finite and positive).
+#[derive(Clone, Copy, Debug)]
+struct Ordered(f64);
+
+impl PartialEq for Ordered {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Ordered {}
+
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ordered {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// The longest prefix of `s` within `max` bytes that ends on a character boundary.
@@ -268,6 +307,92 @@ impl RecallIndex {
         Some(n as f64 / own.len() as f64)
     }
 
+    /// How much a term says, for [`cover`](Self::cover): its inverse document frequency,
+    /// none for a word common to this history (as in [`score`](Self::score)).
+    fn weight(&self, term: u64) -> f64 {
+        let Some(list) = self.postings.get(&term) else { return 0.0 };
+        let (n, df) = (self.live as f64, list.len() as f64);
+        if self.live >= COMMON_MIN_DOCS && df > COMMON_SHARE as f64 * n {
+            return 0.0;
+        }
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// The units to bring back when nothing in particular is asked (a recap), within `room`
+    /// tokens. Units are in conversation order; each costs its tokens, and `stamp` more
+    /// unless a chosen neighbour it joins (see [`CoverUnit::joins_previous`]) already opens a
+    /// stamped stretch. The choice is greedy by what a unit adds per token: the weights of
+    /// its distinct terms that neither `held` (the prompt's own terms) nor a unit chosen
+    /// before holds. What a unit adds only shrinks as units are chosen, and its cost only
+    /// shrinks when a neighbour is chosen (it is then scored again), so a unit is rescored
+    /// only when it reaches the top. Returns the chosen units' indices, best first.
+    pub fn cover(&self, units: &[CoverUnit], held: &FxHashSet<u64>, room: u64, stamp: u64) -> Vec<usize> {
+        let n = units.len();
+        let terms: Vec<FxHashSet<u64>> = units
+            .iter()
+            .map(|u| {
+                let mut out = FxHashSet::default();
+                for &slot in &u.slots {
+                    if let Some(Some(doc)) = self.docs.get(slot as usize) {
+                        out.extend(doc.terms.iter().copied().filter(|t| !held.contains(t)));
+                    }
+                }
+                out
+            })
+            .collect();
+        let mut weights: FxHashMap<u64, f64> = FxHashMap::default();
+        let mut covered: FxHashSet<u64> = FxHashSet::default();
+        let mut chosen = vec![false; n];
+        let cost = |k: usize, chosen: &[bool]| -> u64 {
+            let joined = (units[k].joins_previous && k > 0 && chosen[k - 1])
+                || (k + 1 < n && units[k + 1].joins_previous && chosen[k + 1]);
+            units[k].tokens + if joined { 0 } else { stamp }
+        };
+        let mut score = |k: usize, covered: &FxHashSet<u64>, chosen: &[bool]| -> f64 {
+            let added: f64 = terms[k]
+                .iter()
+                .filter(|t| !covered.contains(t))
+                .map(|&t| *weights.entry(t).or_insert_with(|| self.weight(t)))
+                .sum();
+            added / cost(k, chosen).max(1) as f64
+        };
+        // (what it adds per token when last scored, unit), best on top
+        let mut heap: BinaryHeap<(Ordered, Reverse<usize>)> =
+            (0..n).map(|k| (Ordered(score(k, &covered, &chosen)), Reverse(k))).collect();
+        let mut order = Vec::new();
+        let mut left = room;
+        while let Some((Ordered(last), Reverse(k))) = heap.pop() {
+            if last <= 0.0 {
+                break;
+            }
+            if chosen[k] {
+                continue;
+            }
+            let now = score(k, &covered, &chosen);
+            if heap.peek().is_some_and(|(Ordered(next), _)| now < *next) {
+                heap.push((Ordered(now), Reverse(k)));
+                continue;
+            }
+            if now <= 0.0 {
+                break;
+            }
+            let c = cost(k, &chosen);
+            if c > left {
+                continue; // a chosen neighbour may make it cheaper: it is pushed again then
+            }
+            chosen[k] = true;
+            covered.extend(terms[k].iter().copied());
+            left -= c;
+            order.push(k);
+            for j in [k.wrapping_sub(1), k + 1] {
+                if j < n && !chosen[j] {
+                    heap.push((Ordered(score(j, &covered, &chosen)), Reverse(j)));
+                }
+            }
+        }
+        order
+    }
+
     /// BM25 scores of the indexed messages for `query`, by slot (only slots with a score).
     pub fn score(&self, query: &str) -> FxHashMap<u32, f32> {
         let mut out: FxHashMap<u32, f32> = FxHashMap::default();
@@ -381,6 +506,59 @@ mod tests {
         assert_eq!(ix.held_share(&slots[1..2], &RecallIndex::term_set("")), Some(0.0));
         assert_eq!(ix.held_share(&[], &RecallIndex::term_set(summary)), None);
         assert_eq!(ix.held_share(&[999], &RecallIndex::term_set(summary)), None);
+    }
+
+    #[test]
+    fn cover_takes_what_adds_most_per_token_and_skips_what_is_held() {
+        let texts = [
+            "We adopted a parrot and named him Biscuit.",
+            "The parrot Biscuit likes apples.",
+            "Our flight to Lisbon leaves on May 3 from gate 12.",
+            "it is the",
+            "thanks",
+            "sure",
+        ];
+        let (ix, slots) = index(&texts);
+        let unit = |k: usize, tokens: u64| CoverUnit { slots: vec![slots[k]], tokens, joins_previous: false };
+        let units = vec![unit(0, 10), unit(1, 8), unit(2, 14), unit(3, 2)];
+        let none = FxHashSet::default();
+        // room for everything: the unit with nothing to add (stop words only) is left out
+        let all = ix.cover(&units, &none, 100, 0);
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(!all.contains(&3));
+        // room for one: the best per token, checked against the weights by hand
+        let per_token = |k: usize, stamp: u64| {
+            let own: FxHashSet<u64> = RecallIndex::term_set(texts[k]);
+            own.iter().map(|&t| ix.weight(t)).sum::<f64>() / (units[k].tokens + stamp) as f64
+        };
+        let best = |stamp| (0..3).max_by(|&a, &b| per_token(a, stamp).total_cmp(&per_token(b, stamp))).unwrap();
+        assert_eq!(ix.cover(&units, &none, 14, 0)[0], best(0));
+        assert_eq!(ix.cover(&units, &none, 30, 10)[0], best(10));
+        // what the prompt holds adds nothing: with the Lisbon line held, it is not chosen
+        let held = RecallIndex::term_set(texts[2]);
+        assert!(!ix.cover(&units, &held, 100, 0).contains(&2));
+        // a unit adds only what no chosen unit holds: the same message twice is chosen once
+        let twice = vec![unit(0, 10), unit(0, 10)];
+        assert_eq!(ix.cover(&twice, &none, 100, 0), vec![0]);
+        // nothing fits: nothing is chosen
+        assert!(ix.cover(&units, &none, 1, 0).is_empty());
+        assert!(ix.cover(&units, &none, 12, 5).is_empty(), "the stamp counts");
+    }
+
+    #[test]
+    fn cover_charges_one_stamp_per_stretch() {
+        let texts = ["parrot Biscuit adopted", "Lisbon flight gate", "ramen sister April"];
+        let (ix, slots) = index(&texts);
+        let none = FxHashSet::default();
+        let units: Vec<CoverUnit> =
+            (0..3).map(|k| CoverUnit { slots: vec![slots[k]], tokens: 10, joins_previous: k > 0 }).collect();
+        // three joined units under one stamp: 30 + 20 tokens
+        assert_eq!(ix.cover(&units, &none, 50, 20).len(), 3);
+        assert_eq!(ix.cover(&units, &none, 49, 20).len(), 2);
+        // apart, each pays its own stamp: two fit in 60, not three
+        let apart: Vec<CoverUnit> = units.iter().map(|u| CoverUnit { joins_previous: false, ..u.clone() }).collect();
+        assert_eq!(ix.cover(&apart, &none, 89, 20).len(), 2);
+        assert_eq!(ix.cover(&apart, &none, 90, 20).len(), 3);
     }
 
     #[test]

@@ -356,3 +356,12 @@ def test_terms_follow_the_core_rules() -> None:
     assert recall_terms("I cooked ramen") == ["cook", "ramen"]
     assert "src/app/config_loader.py" in recall_terms("open src/app/config_loader.py")
     assert {"科幻", "电影"} <= set(recall_terms("科幻电影"))
+
+
+def test_cover_checks_one_cost_and_one_join_per_span() -> None:
+    msgs = chat(FACTS, 4)
+    ix = _core.RecallIndex()
+    with pytest.raises(wf.errors.InvalidArgumentError, match="one cost and one join") as info:
+        ix.cover(msgs, [(0, 2), (2, 4)], [10], [False, True], "", 100, 5)
+    assert isinstance(info.value, ValueError)
+    assert ix.cover(msgs, [(0, 2), (2, 4)], [10, 10], [False, True], "", 100, 5)

@@ -11,12 +11,10 @@ import windowfit as wf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from windowfit.errors import WindowfitError
-from windowfit.messages import message_text
 from windowfit.summarize.salience import (
     LABELS,
     LLM_SUMMARY_SECTIONS,
     SalienceSummarizer,
-    quoted_sentences,
 )
 
 COUNTER = wf.Counter(model="gpt-4o")
@@ -180,36 +178,6 @@ def test_agent_history_keeps_goal_actions_and_errors() -> None:
     out = summarize(msgs, target=150)
     assert "## Goal" in out and "pydicom/valuerep.py" in out
     assert "bash: " in out and "is not iterable" in out
-
-
-def test_quoted_sentences_are_the_messages_own_words() -> None:
-    """Every sentence ``quoted_sentences`` reads back out of a summary is a stretch of one of
-    the summarized messages, a tool's line as well as the timeline's (a tool's bullet names
-    the tool first, which no message said)."""
-    msgs = [
-        {"role": "user", "content": "Please rerun the migration script on the staging database."},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": '{"command": "make migrate"}'},
-                }
-            ],
-        },
-        {
-            "role": "tool",
-            "tool_call_id": "c1",
-            "content": "ERROR: relation invoice_lines_archive does not exist on staging\n",
-        },
-    ]
-    out = summarize(msgs, target=200)
-    quoted = quoted_sentences(out)
-    said = " ".join(" ".join(message_text(m).split()) for m in msgs)
-    assert any("invoice_lines_archive" in q for q in quoted), out
-    assert all(q in said for q in quoted), (quoted, out)
 
 
 @pytest.mark.parametrize("target", [16, 40, 90, 200])

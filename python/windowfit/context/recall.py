@@ -16,10 +16,10 @@ a request to be told or reminded, a reference to an earlier time) or an agent's 
 pending: a remark gets none, since a block for every remark moved on most turns of a chatty
 conversation and broke the cached prefix. A request to go over the conversation as a whole
 (:func:`asks_recap`, "can you recap what I told you?") mostly names nothing to look for: its
-block takes all the room the prompt leaves, filled with the newest evicted exchanges (after
-what its own words find, when the prompt lacks them, and passing over the messages the summary
-quotes), so the prompt holds as much of the recent conversation as a plain window filled to the
-budget, and the summary too.
+block takes all the room the prompt leaves (after what its own words find, when the prompt
+lacks them), filled with the evicted exchanges that add the most the prompt does not already
+say, per token: rare terms weigh most, and a term the summary, the window or an exchange chosen
+before holds adds nothing (the core's ``RecallIndex.cover``).
 
 It never raises: any failure (a bad embedder, an unreadable message) is logged and reported
 in ``stats["recall_error"]``, and the prompt goes out without the block.
@@ -34,9 +34,8 @@ from typing import Any
 
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
-from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text, tool_units
-from windowfit.recalling import Embedder, RecallResult, rebuild, recall
-from windowfit.summarize.salience import quoted_sentences, said_at
+from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
+from windowfit.recalling import Embedder, RecallResult, rebuild, recall, session_dates
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
@@ -63,7 +62,7 @@ logger = logging.getLogger(__name__)
 #: prefix share near 0.88 on real chats.
 DEFAULT_RECALL_RATIO = 0.25
 #: The most of the prompt budget what a recap's own words find may take; the rest of its
-#: block goes to the newest evicted exchanges. A recap's words are mostly generic ("what did
+#: block goes to the evicted exchanges that add the most the prompt does not say. A recap's words are mostly generic ("what did
 #: we talk about"), so more room for them only displaced recent exchanges: on MemoryBank at a
 #: 2k window, with ``recall_ratio`` 0.25, end-of-conversation recall over a plain window went
 #: from +0.015 (0.15) to -0.033 when the search took all of the ratio.
@@ -74,8 +73,9 @@ MIN_ROOM = 48
 COVERED = 0.8
 #: How much of the pending tool round joins the latest user message in the query.
 PENDING_CHARS = 4000
-#: How far back a recap's block looks for evicted exchanges, in messages.
-RECAP_LOOKBACK = 400
+#: How far back a recap's block looks for evicted exchanges, in messages (a recap reads each
+#: once; its block is kept while the window does not move).
+RECAP_LOOKBACK = 4000
 #: The tokens a block's stamp takes, reserved per session a recap's block spans.
 STAMP_TOKENS = 24
 #: ``stats["recall_reason"]`` with recall switched off.
@@ -151,65 +151,64 @@ def _query(history: Sequence[Mapping[str, Any]], last_user: int) -> str:
     return query
 
 
-def _recent(
+def _recap(
     history: Sequence[Mapping[str, Any]],
     inp: RecallInput,
     room: int,
     skip: set[int],
     counter: Any,
     named: RecallResult,
+    index: _core.RecallIndex,
 ) -> RecallResult:
-    """A recap's block: the units of ``named`` and, in the rest of ``room`` tokens, the newest
-    evicted exchanges, in conversation order, one stamped stretch per session date. A message
-    the summary already quotes (one of its lines is a sentence of it) is passed over: the
-    prompt holds what it said, so the block reaches further back instead."""
+    """A recap's block: the units of ``named`` and, in the rest of ``room`` tokens, the evicted
+    exchanges that add the most the prompt does not already say, per token (the core's
+    ``RecallIndex.cover``: rare terms weigh most, a term the summary, the window or a unit
+    chosen before holds adds nothing), in conversation order, stamped per session date."""
     fixed = [[u.start, u.end] for u in named.units]
     taken = {k for a, b in fixed for k in range(a, b)}
     hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
     lo = max(0, hi - RECAP_LOOKBACK)
-    units = tool_units(list(history[lo:hi]))
-    picked: list[tuple[int, int]] = []
-    used = named.tokens
-    shown = quoted_sentences(inp.summary)
-    for start, end, _kind in reversed(units):
-        span = range(lo + start, lo + end)
-        if any(k in taken for k in span):
-            continue  # in the block already
-        if any(k in skip or history[k].get("role") in SYSTEM_ROLES for k in span):
-            break
-        if shown and _quoted(shown, history, span):
-            continue  # the summary quotes it: its room goes to an older exchange
-        tokens = sum(counter.count_message(history[k]) for k in span)
-        if used + tokens + STAMP_TOKENS > room:
-            break
-        used += tokens
-        picked.append((span.start, span.stop))
-    picked.reverse()
-    spans: list[list[int]] = []
-    last_date: str | None = None
-    for start, end in picked:
-        date, _ = said_at(history[start], "")
-        if spans and spans[-1][1] == start and (date is None or date == last_date):
-            spans[-1][1] = end
+    msgs = history if isinstance(history, list) else list(history)
+    units = _core.recall_units(msgs, [(k, 0.0) for k in range(lo, hi)], lo, hi, skip | taken)
+    spans = sorted({(a, b) for a, b, _, _ in units})
+    each = counter.count_each_message(msgs[lo:hi])
+    costs = [sum(each[a - lo : b - lo]) for a, b in spans]
+    dates = session_dates(msgs, [a for a, _ in spans], index)
+    joins = [
+        k > 0 and spans[k - 1][1] == spans[k][0] and dates[k] in (None, dates[k - 1])
+        for k in range(len(spans))
+    ]
+    said = "\n".join(message_text(m) for m in inp.prompt)
+    room_left = max(0, room - named.tokens)
+    order = index.cover(msgs, spans, costs, joins, said, room_left, STAMP_TOKENS)
+    # the stamps may take more than reserved: leave out the last chosen until the block fits
+    for keep in range(len(order), -1, -1):
+        out = rebuild(
+            history,
+            sorted(fixed + _stretches(spans, dates, sorted(order[:keep]))),
+            room,
+            counter,
+            lambda k: k not in skip,
+            index=index,
+        )
+        if out is not None:
+            return out
+    return named
+
+
+def _stretches(
+    spans: list[tuple[int, int]], dates: list[str | None], chosen: list[int]
+) -> list[list[int]]:
+    """The ``chosen`` of ``spans`` (ascending), neighbours of one session date joined: a
+    stretch takes one stamp."""
+    out: list[list[int]] = []
+    for k in chosen:
+        start, end = spans[k]
+        if out and out[-1][1] == start and dates[k] in (None, dates[k - 1]):
+            out[-1][1] = end
         else:
-            spans.append([start, end])
-        last_date = date or last_date
-    while True:
-        out = rebuild(history, sorted(fixed + spans), room, counter, lambda k: k not in skip)
-        if out is not None or not spans:
-            return out if out is not None else named
-        spans[0][0] += 1  # the stamps took more than reserved: give up the oldest message
-        if spans[0][0] >= spans[0][1]:
-            spans.pop(0)
-        elif history[spans[0][0]].get("role") not in ("user", "assistant"):
-            spans.pop(0)
-
-
-def _quoted(lines: list[str], history: Sequence[Mapping[str, Any]], span: range) -> bool:
-    """Whether one of the summary's ``lines`` is a sentence of the messages of ``span``
-    (whitespace runs made one space, as the summary writes them)."""
-    text = " ".join(" ".join(message_text(history[k]).split()) for k in span)
-    return any(line in text for line in lines)
+            out.append([start, end])
+    return out
 
 
 def _search(
@@ -248,8 +247,7 @@ def asks_recap(text: str) -> bool:
     """Whether a user message asks to go over the conversation as a whole ("can you recap
     what I told you?", ``_core.recall_recaps``): it names nothing to look for, and everything
     said is what it is about, so its block takes all the room the prompt leaves, filled with
-    the newest evicted exchanges (the verbatim window extended back, as far as a plain window
-    filled to the budget would reach)."""
+    the evicted exchanges that add the most the prompt does not already say."""
     return _core.recall_recaps(text)
 
 
@@ -362,6 +360,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             counter,
             lambda k: k not in in_prompt,
             kept,
+            index=settings.index,
         )
         reused = result is not None
         if result is None:
@@ -380,9 +379,9 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         result = RecallResult()
     if result is None:
         covered = _covered(query, inp, settings.index)
-        # a recap names nothing to look for ("recap what I told you"): the newest evicted
-        # exchanges in all the room left, after what its own words find ("what did we say
-        # about the Lisbon trip?") when the prompt lacks it, in at most RECAP_SEARCH_RATIO
+        # a recap names nothing to look for ("recap what I told you"): the evicted exchanges
+        # that add the most in all the room left, after what its own words find ("what did we
+        # say about the Lisbon trip?") when the prompt lacks it, in at most RECAP_SEARCH_RATIO
         recap = plain and asks_recap(query)
         if recap:
             room = min(room, int(RECAP_SEARCH_RATIO * inp.budget))
@@ -390,7 +389,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             RecallResult() if covered else _search(settings, counter, inp, query, room, in_prompt)
         )
         result = (
-            _recent(history, inp, inp.budget - inp.tokens, in_prompt, counter, found)
+            _recap(history, inp, inp.budget - inp.tokens, in_prompt, counter, found, settings.index)
             if recap
             else found
         )

@@ -42,7 +42,14 @@ from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import content_text
 from windowfit.summarize.salience import STAMP_KEYS, said_at
 
-__all__ = ["RecallResult", "RecalledUnit", "recall", "recall_terms", "shared_index"]
+__all__ = [
+    "RecallResult",
+    "RecalledUnit",
+    "recall",
+    "recall_terms",
+    "session_dates",
+    "shared_index",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -462,10 +469,12 @@ def rebuild(
     counter: Counter,
     allowed: Callable[[int], bool],
     total: int | None = None,
+    index: _core.RecallIndex | None = None,
 ) -> RecallResult | None:
     """The block for units chosen earlier (``[start, end]`` pairs), stamped the same way
     (``total``: the history length its stamps named, default ``len(history)``); None when one
-    of them is no longer a candidate or the block no longer fits."""
+    of them is no longer a candidate or the block no longer fits. ``index``: the one the units
+    were chosen with (the messages' dates it remembers are not read again)."""
     pool: list[_Candidate] = []
     for span in spans:
         if len(span) != 2 or not all(allowed(k) for k in range(int(span[0]), int(span[1]))):
@@ -473,5 +482,16 @@ def rebuild(
         pool.append(_Candidate(int(span[0]), int(span[1]), 1.0, "kept from the previous call"))
     if not pool:
         return RecallResult()
-    out = _select(history, pool, budget, counter, 0.0, total)
+    ix = index if index is not None else shared_index()
+    out = _select(history, pool, budget, counter, 0.0, total, dates=_own_dates(ix))
     return out if len(out.units) == len(pool) else None
+
+
+def session_dates(
+    history: Sequence[Message], positions: Iterable[int], index: _core.RecallIndex | None = None
+) -> list[str | None]:
+    """The session date in force at each of ``positions`` (the one a stamp there names);
+    ``index``'s memory of the messages' own dates is used and kept."""
+    ix = index if index is not None else shared_index()
+    dates = _Dates(history, _own_dates(ix))
+    return [dates.at(k) for k in positions]

@@ -60,7 +60,6 @@ __all__ = [
     "ExtractiveSummarizer",
     "SalienceSettingError",
     "SalienceSummarizer",
-    "quoted_sentences",
 ]
 
 Message = Mapping[str, Any]
@@ -696,18 +695,6 @@ def _parse_summary(summary: str, max_item_chars: int) -> list[_Line]:
         pieces = _sentences(body) if len(body) > max_item_chars else [body]
         lines.extend(_Line(section, p, speaker, date, seq) for p in pieces if p)
     return lines
-
-
-def quoted_sentences(summary: str) -> list[str]:
-    """The sentences of the conversation a summary quotes verbatim (:func:`_parse_summary`'s
-    lines, a clipped one less its "…"), those long enough to be a sentence. The list of
-    identifiers is left out: one of them is not what a message said."""
-    out = []
-    for line in _parse_summary(summary, DEFAULT_MAX_ITEM_CHARS):
-        text = line.text.rstrip("…").strip()
-        if line.section != "identifiers" and len(text) >= 12:
-            out.append(text)
-    return out
 
 
 #: The public name of the offline summarizer (the one ``ContextManager`` uses by default).
