@@ -573,6 +573,20 @@ def test_an_expired_session_reads_empty(redis_url: str, redis_prefix: str) -> No
     store.close()
 
 
+def test_messages_evicted_between_two_writes_are_reported(
+    store: RedisStore, r: redis.Redis
+) -> None:
+    """The server drops the message list (an evicting server does) and the session is written
+    again: the list is re-created with the new message alone, and a read must say what is
+    missing rather than return it as the whole history."""
+    store.append("evicted", [{"role": "user", "content": "my passport number is X123"}])
+    r.delete(store._k("m", "evicted"))
+    store.append("evicted", [{"role": "assistant", "content": "noted"}])
+    with pytest.raises(StoreCorruptError, match="1 of 2 messages are missing") as info:
+        store.read("evicted")
+    assert info.value.session_id == "evicted"
+
+
 def test_an_evicting_server_never_returns_a_silently_empty_session() -> None:
     server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random")
     try:

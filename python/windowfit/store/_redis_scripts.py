@@ -61,7 +61,9 @@ for i = 5, #ARGV, 1000 do
   n = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 local start = n - (#ARGV - 4)
-redis.call('HSET', KEYS[2], 'length', n)
+-- the messages written, counted, not the list's length: a list the server evicted between
+-- two writes would be re-created short, and reads would see nothing missing
+redis.call('HINCRBY', KEYS[2], 'length', #ARGV - 4)
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 expire(ARGV[3], KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[4], start, 'EX', ARGV[4])
@@ -163,7 +165,8 @@ if prior then return {1, 0, prior} end
 local now = clock()
 touch(KEYS[1], ARGV[3], now)
 local n = redis.call('RPUSH', KEYS[2], ARGV[4])
-redis.call('HSET', KEYS[1], 'length', n, 'done:' .. ARGV[2], (n - 1) .. ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'length', 1)
+redis.call('HSET', KEYS[1], 'done:' .. ARGV[2], (n - 1) .. ARGV[5])
 redis.call('ZADD', KEYS[3], now, ARGV[1])
 expire(ARGV[6], KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[4], n - 1, 'EX', ARGV[7])
