@@ -587,17 +587,44 @@ def test_messages_evicted_between_two_writes_are_reported(
     assert info.value.session_id == "evicted"
 
 
+def test_a_session_whose_record_was_evicted_is_not_written_afresh(
+    store: RedisStore, r: redis.Redis
+) -> None:
+    """Its record and messages gone while its bucket's index still lists it: a write would
+    start a new, shorter history under the same id, so it is refused with the reason, and the
+    read says the record is gone."""
+    store.append("gone", [{"role": "user", "content": "my passport number is X123"}])
+    r.delete(store._k("m", "gone"), store._k("h", "gone"))
+    with pytest.raises(StoreCorruptError, match="evicted") as info:
+        store.append("gone", [{"role": "assistant", "content": "noted"}])
+    assert info.value.session_id == "gone"
+    with pytest.raises(StoreCorruptError, match="record is gone"):
+        store.read("gone")
+    # deleted by its owner, it is a new session again
+    store.delete("gone")
+    store.append("gone", [{"role": "user", "content": "hello again"}])
+    assert [m["content"] for m in store.read("gone")[1]] == ["hello again"]
+
+
 def test_an_evicting_server_never_returns_a_silently_empty_session() -> None:
     server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random")
     try:
         store = RedisStore(server.url, prefix="evict")
         blob = "y" * 20_000
         ids = [f"s{i}" for i in range(400)]
+        outcomes = {"whole": 0, "reported": 0, "absent": 0}
+        refused = set()
         for sid in ids:
             store.append(sid, [{"role": "user", "content": f"{sid} {blob}"}])
-            store.append(sid, [{"role": "assistant", "content": "ok"}])
-        outcomes = {"whole": 0, "reported": 0, "absent": 0}
+            try:
+                store.append(sid, [{"role": "assistant", "content": "ok"}])
+            except StoreCorruptError as exc:  # its record went between the two writes
+                assert exc.session_id == sid
+                refused.add(sid)
+                outcomes["reported"] += 1
         for sid in ids:
+            if sid in refused:
+                continue
             try:
                 epoch, messages = store.read(sid)
             except StoreCorruptError as exc:

@@ -11,6 +11,7 @@ from windowfit.store.base import SCHEMA_VERSION
 # How long a write's operation id is remembered to make retried commands idempotent.
 _OP_TTL = 600
 _CORRUPT = "WINDOWFIT_CORRUPT"
+_EVICTED = "WINDOWFIT_EVICTED"
 _METRICS_INT = (
     "prompt_tokens",
     "completion_tokens",
@@ -49,12 +50,21 @@ end
 # KEYS: msgs, meta, index, op, kids   ARGV: id, epoch, ttl, op_ttl, records...
 _APPEND = (
     _PRELUDE
-    + """
+    + f"""
 local done = redis.call('GET', KEYS[4])
 if done then return tonumber(done) end
 local bad = wrong(KEYS[1], 'list') or wrong(KEYS[2], 'hash')
 if bad then return redis.error_reply(bad) end
 local now = clock()
+-- listed in its bucket's index, unexpired, yet its record is gone: the server evicted it, and
+-- a write now would start a new, shorter history under the same id
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local listed = redis.call('ZSCORE', KEYS[3], ARGV[1])
+  local ttl = tonumber(ARGV[3])
+  if listed and (ttl == 0 or tonumber(listed) + ttl > tonumber(now) + 1) then
+    return redis.error_reply('{_EVICTED} the record of session ' .. ARGV[1] .. ' is gone')
+  end
+end
 touch(KEYS[2], ARGV[2], now)
 local n = 0
 for i = 5, #ARGV, 1000 do

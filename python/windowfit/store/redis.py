@@ -26,8 +26,10 @@ Reads are plain pipelines, never MULTI/EXEC (a server at ``maxmemory`` refuses e
 command, reads included): a read of several keys checks the session's epoch before and after,
 so it never mixes two incarnations of a session. A server that evicts keys (an ``allkeys-*`` or
 ``volatile-*`` policy) can drop part of a session; a read finding messages missing (the list
-shorter than the ``length`` the writes recorded) or a listed session without its record raises
-``StoreCorruptError`` rather than returning a silently shortened or empty history. A write whose
+shorter than the number of messages the writes recorded) or a listed session without its
+record raises ``StoreCorruptError`` rather than returning a silently shortened or empty history,
+and an append to a listed session whose record is gone is refused the same way (it would start a
+new, shorter history under the same id). A write whose
 every resend lost its connection raises ``StoreOutcomeUnknownError`` with its operation id;
 ``append(..., op_id=...)`` retries it at most once.
 
@@ -53,7 +55,7 @@ from typing import Any, TypeVar
 
 from windowfit.errors import InternalError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
-from windowfit.store._redis_scripts import _CORRUPT, _METRICS_INT, _OP_TTL, _SCRIPTS
+from windowfit.store._redis_scripts import _CORRUPT, _EVICTED, _METRICS_INT, _OP_TTL, _SCRIPTS
 from windowfit.store._steps import Operation, StepStore, arun_steps, new_op_id, run_steps
 from windowfit.store.base import (
     SessionInfo,
@@ -103,6 +105,11 @@ _BACKOFF = 0.05
 #: Session buckets: each bucket's sessions and index share a hash slot (spread over the cluster).
 _BUCKETS = 64
 _BAD_KEY = re.compile(r"^key (?P<key>.*) holds a ")
+#: What a history the server evicted keys of is told with.
+_EVICTION_HINT = (
+    "the server evicted keys of this session (set maxmemory-policy noeviction, or "
+    "give Redis more memory): the history cannot be trusted"
+)
 
 
 def _op_id_of(request: _Request) -> str | None:
@@ -239,6 +246,11 @@ class RedisStore(StepStore):
     def _map_error(self, exc: Exception, session_id: str | None) -> Exception:
         if isinstance(exc, self._response_error):
             text = str(exc)
+            if _EVICTED in text:
+                detail = text.split(_EVICTED, 1)[-1].strip()
+                return StoreCorruptError(
+                    f"{detail}: {_EVICTION_HINT}", session_id=session_id, where=self.url
+                )
             if _CORRUPT in text:
                 detail = text.split(_CORRUPT, 1)[-1].strip()
                 # our scripts name the bad key: blame the session it belongs to
@@ -384,10 +396,7 @@ class RedisStore(StepStore):
         """Raise StoreCorruptError when keys of the session are gone though nothing removed
         it: fewer messages than its writes recorded, or listed in its bucket's index (and not
         expired) without its record. Messages pushed by other tools (no record) still load."""
-        hint = (
-            "the server evicted keys of this session (set maxmemory-policy noeviction, or "
-            "give Redis more memory): the history cannot be trusted"
-        )
+        hint = _EVICTION_HINT
         if epoch is not None:
             if length is not None and found < info_int(
                 _text(length, session_id, "length"), session_id, "length"
