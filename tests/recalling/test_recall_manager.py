@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from test_recall import FACTS, chat, tool_history
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_recall import FACTS, _pairing_ok, chat, tool_history
+from windowfit import _core
 from windowfit.context.recall import (
     DEFAULT_RECALL_RATIO,
     RECAP_SEARCH_RATIO,
@@ -335,3 +338,69 @@ def test_a_recap_about_something_named_brings_it_first() -> None:
     budget = WINDOW - cm.output_reserve
     assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= budget
     assert p.messages[-1] is recap
+
+
+RECAP_WORDS = ["parrot", "Lisbon", "ramen", "QX-1037", "gate 12", "科幻", "电影", "thanks", "ok"]
+
+
+@st.composite
+def long_histories(draw: Any) -> list[dict[str, Any]]:
+    """Chats with tool rounds (some unanswered), stray results and instructions, long enough
+    that a small window evicts most of them."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for k in range(draw(st.integers(10, 60))):
+        kind = draw(st.sampled_from(["chat", "chat", "chat", "tools", "orphan"]))
+        words = draw(st.lists(st.sampled_from(RECAP_WORDS), min_size=1, max_size=12))
+        said = " ".join(words) + f" (turn {k})"
+        if kind == "tools":
+            n = draw(st.integers(1, 3))
+            calls = [
+                {
+                    "id": f"t{k}_{j}",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": said},
+                }
+                for j in range(n)
+            ]
+            msgs.append({"role": "user", "content": f"look up {said}"})
+            msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+            answered = draw(st.integers(0, n))
+            msgs.extend(
+                {"role": "tool", "tool_call_id": f"t{k}_{j}", "content": said * 3}
+                for j in range(answered)
+            )
+        elif kind == "orphan":
+            msgs.append({"role": "tool", "tool_call_id": f"x{k}", "content": said})
+        else:
+            msgs.append({"role": "user", "content": said})
+            msgs.append({"role": "assistant", "content": f"noted: {said}"})
+    return msgs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(long_histories(), st.sampled_from([600, 900, 1500]))
+def test_a_recap_block_keeps_the_window_invariants(msgs: list[dict[str, Any]], window: int) -> None:
+    """Whatever the history, a recap's block keeps the budget and every tool pair whole, the
+    request stays the last message, and the prompt without the block is the one recall off
+    gives."""
+    recap = {"role": "user", "content": "Can you recap what I have told you so far?"}
+    history = [*msgs, recap]
+    on = wf.ContextManager(
+        model="gpt-4o", context_window=window, counter=COUNTER, output_reserve=100
+    )
+    off = wf.ContextManager(
+        model="gpt-4o", context_window=window, counter=COUNTER, output_reserve=100, recall=False
+    )
+    p, q = on.prepare(history), off.prepare(history)
+    assert COUNTER.count_messages(p.messages) == p.stats["tokens"] <= window - 100
+    assert p.messages[-1] is recap and _pairing_ok(p.messages)
+    n = sum(u["end"] - u["start"] for u in p.stats.get("recalled") or ())
+    assert [*p.messages[: len(p.messages) - 1 - n], p.messages[-1]] == q.messages
+    analysis = _core.tool_units(history)
+    rounds = {(a, b) for a, b, kind in analysis.units if kind == "tool_round"}
+    for u in p.stats.get("recalled") or ():
+        a, b = u["start"], u["end"]
+        assert all(history[k].get("role") != "system" for k in range(a, b))
+        if any(history[k].get("tool_calls") for k in range(a, b)):
+            assert any(s <= a and b <= e or a <= s and e <= b for s, e in rounds)
+            assert not any(a <= k < b for k, _, _ in analysis.problems)
