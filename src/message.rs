@@ -71,6 +71,17 @@ impl<S: AsRef<str>> Message<S> {
         parts + calls
     }
 
+    /// Its text parts, in order (results' text included).
+    pub fn text_parts(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None })
+    }
+
+    /// Its text: the non-empty text parts, one per line (what `windowfit.messages.content_text`
+    /// gives of its content).
+    pub fn content_text(&self) -> String {
+        self.text_parts().filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
+    }
+
     /// True when the message says something besides its tool calls.
     pub fn has_content(&self) -> bool {
         self.parts.iter().any(|p| match p {
@@ -391,6 +402,26 @@ mod tests {
     /// The one range of parts read from a `tool_result` block.
     fn parts_at(r: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
         vec![r]
+    }
+
+    #[test]
+    fn content_text_is_the_text_parts_one_per_line() {
+        let m = Message {
+            role: "user",
+            name: None,
+            parts: vec![
+                Part::Text("look at this"),
+                Part::Image { detail: ImageDetail::Auto, width: None, height: None },
+                Part::Text(""),
+                Part::Text("and this"),
+            ],
+            tool_calls: vec![ToolCall { id: "c1", name: "grep", arguments: "{}" }],
+            result_ids: Vec::new(),
+            result_parts: Vec::new(),
+            empty_calls: false,
+        };
+        assert_eq!(m.text_parts().collect::<Vec<_>>(), ["look at this", "", "and this"]);
+        assert_eq!(m.content_text(), "look at this\nand this");
     }
 
     #[test]

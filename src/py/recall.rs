@@ -11,10 +11,10 @@ use pyo3::types::{PyList, PyString};
 use super::errors::{guarded, InvalidArgumentError};
 use super::messages::extract_message;
 use super::text::{text_from_str, Text};
-use crate::count::{Message, MessageFormat, Part};
+use crate::count::{Message, MessageFormat};
 use crate::message::MessageInfo;
 use crate::recall::units::{self, Turns};
-use crate::recall::{asks, terms, CoverUnit, RecallIndex};
+use crate::recall::{asks, doc_texts, terms, CoverUnit, RecallIndex};
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -75,16 +75,6 @@ impl PyRecallIndex {
     }
 }
 
-fn texts(m: &Message<Text>) -> Vec<&str> {
-    let mut out: Vec<&str> =
-        m.parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None }).collect();
-    for call in &m.tool_calls {
-        out.push(call.name.as_ref());
-        out.push(call.arguments.as_ref());
-    }
-    out
-}
-
 /// The index slots of the messages at `positions` of `messages`, indexing the new ones. A
 /// message object seen at the same position in the last call is not read again.
 fn slots_of(
@@ -104,7 +94,7 @@ fn slots_of(
             _ => {
                 let m = extract_message(py, i, &obj)?;
                 let key = m.key(&format, &[]);
-                let slot = state.index.insert(key, texts(&m));
+                let slot = state.index.insert(key, doc_texts(&m));
                 while state.seen.len() <= i {
                     state.seen.push((py.None(), 0, 0));
                 }
@@ -325,10 +315,7 @@ impl Turns for ListTurns<'_, '_> {
     }
 
     fn text(&mut self, i: usize) -> String {
-        let parts = self.message(i).map(|m| m.parts.as_slice()).unwrap_or_default();
-        let texts: Vec<&str> =
-            parts.iter().filter_map(|p| if let Part::Text(t) = p { Some(t.as_ref()) } else { None }).collect();
-        texts.into_iter().filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n")
+        self.message(i).map(Message::content_text).unwrap_or_default()
     }
 }
 
@@ -338,7 +325,6 @@ type Unit = (usize, usize, f64, Option<usize>);
 /// The units around `hits` (position, score) that may be recalled from `messages`: only
 /// positions in `lo..hi` and not in `skip`. `context_of` is the follow-up a neighbouring
 /// exchange was added for (None for a hit's own).
-
 #[pyfunction]
 #[pyo3(signature = (messages, hits, lo = 0, hi = None, skip = None))]
 fn recall_units(

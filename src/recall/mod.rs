@@ -15,6 +15,8 @@ pub mod units;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::message::Message;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -65,6 +67,17 @@ pub struct RecallIndex {
     live: usize,
     max_docs: usize,
     clock: u64,
+}
+
+/// What of a message the index reads: its text parts, and the name and arguments of each
+/// tool call it makes.
+pub fn doc_texts<S: AsRef<str>>(m: &Message<S>) -> Vec<&str> {
+    let mut out: Vec<&str> = m.text_parts().collect();
+    for call in &m.tool_calls {
+        out.push(call.name.as_ref());
+        out.push(call.arguments.as_ref());
+    }
+    out
 }
 
 /// One unit [`RecallIndex::cover`] may choose.
@@ -310,12 +323,17 @@ impl RecallIndex {
     /// How much a term says, for [`cover`](Self::cover): its inverse document frequency,
     /// none for a word common to this history (as in [`score`](Self::score)).
     fn weight(&self, term: u64) -> f64 {
-        let Some(list) = self.postings.get(&term) else { return 0.0 };
-        let (n, df) = (self.live as f64, list.len() as f64);
-        if self.live >= COMMON_MIN_DOCS && df > COMMON_SHARE as f64 * n {
-            return 0.0;
+        self.postings.get(&term).and_then(|list| self.idf(list.len())).map_or(0.0, f64::from)
+    }
+
+    /// The inverse document frequency of a term held by `df` documents; None for a word
+    /// common to this history (held by more than [`COMMON_SHARE`] of its messages).
+    fn idf(&self, df: usize) -> Option<f32> {
+        let n = self.live as f32;
+        if self.live >= COMMON_MIN_DOCS && df as f32 > COMMON_SHARE * n {
+            return None;
         }
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        Some((1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln())
     }
 
     /// The units to bring back when nothing in particular is asked (a recap), within `room`
@@ -399,14 +417,9 @@ impl RecallIndex {
         if self.live == 0 {
             return out;
         }
-        let n = self.live as f32;
-        let avg = (self.total_len as f32 / n).max(1.0);
-        let common = if self.live >= COMMON_MIN_DOCS { COMMON_SHARE * n } else { f32::INFINITY };
+        let avg = (self.total_len as f32 / self.live as f32).max(1.0);
         for (term, df) in self.query_terms(query) {
-            if df as f32 > common {
-                continue;
-            }
-            let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+            let Some(idf) = self.idf(df) else { continue };
             for &(slot, tf) in &self.postings[&term] {
                 let len = self.docs[slot as usize].as_ref().map_or(avg, |d| d.len as f32);
                 let tf = tf as f32;

@@ -111,7 +111,9 @@ fn in_run(info: &MessageInfo) -> bool {
 /// whole history's analysis gives the same block, however long the run.
 fn span_at<T: Turns>(turns: &mut T, i: usize) -> Span {
     let info = turns.info(i);
-    if matches!(info.role, Role::User | Role::Assistant) && info.call_ids.is_empty() && info.result_ids.is_empty() {
+    if info.call_ids.is_empty() && info.result_ids.is_empty() {
+        // neither calls nor results: a block of its own, by the rule's definition
+        // (`BlockKind::Message`), without building the stretch
         return Span::Unit(i, i + 1, BlockKind::Message);
     }
     let mut lo = i;

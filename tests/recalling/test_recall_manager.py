@@ -14,7 +14,6 @@ from windowfit import _core
 from windowfit.context.recall import (
     DEFAULT_RECALL_RATIO,
     RECAP_SEARCH_RATIO,
-    STAMP_TOKENS,
     RecallInput,
     asks,
     asks_recap,
@@ -307,7 +306,7 @@ def test_a_recap_request_brings_back_what_the_prompt_does_not_say() -> None:
     first_kept = min(k for k, m in enumerate(MANY) if any(m is x for x in off.messages))
     newest, used = [], 0
     for k in range(first_kept - 2, -1, -2):
-        used += COUNTER.count_messages(MANY[k : k + 2]) + STAMP_TOKENS // 4
+        used += COUNTER.count_messages(MANY[k : k + 2])  # no stamp: the most that fits
         if used > p.stats["tokens_recall"]:
             break
         newest.extend(MANY[k : k + 2])
@@ -345,8 +344,10 @@ RECAP_WORDS = ["parrot", "Lisbon", "ramen", "QX-1037", "gate 12", "科幻", "电
 
 @st.composite
 def long_histories(draw: Any) -> list[dict[str, Any]]:
-    """Chats with tool rounds (some unanswered), stray results and instructions, long enough
-    that a small window evicts most of them."""
+    """Chats of user turns with their replies and tool rounds asked for by a user turn (some
+    unanswered), stray results, one instruction first: what a manager sees, long enough that a
+    small window evicts most of it (``test_recall.histories`` scatters instructions, which a
+    manager pins, and rounds no user asked for)."""
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
     for k in range(draw(st.integers(10, 60))):
         kind = draw(st.sampled_from(["chat", "chat", "chat", "tools", "orphan"]))

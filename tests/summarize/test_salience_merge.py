@@ -16,7 +16,7 @@ from _agent_runs import tarball
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from windowfit.summarize import near_duplicates
-from windowfit.summarize.salience import SalienceSummarizer, _Line
+from windowfit.summarize.salience import SalienceSummarizer, _Line, _parse_summary
 
 COUNTER = wf.Counter(model="gpt-4o")
 
@@ -54,7 +54,7 @@ def reference_merge(lines: list[_Line]) -> list[_Line]:
 
 def scored_lines(messages: list[dict[str, Any]], previous: str = "") -> list[_Line]:
     s = SalienceSummarizer(counter=COUNTER)
-    lines = s._parse_previous(previous)
+    lines = _parse_summary(previous, s.max_item_chars)
     lines.extend(s._extract(messages, has_goal=any(x.section == "goal" for x in lines)))
     s._score(lines)
     return lines

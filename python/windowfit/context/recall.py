@@ -62,10 +62,11 @@ logger = logging.getLogger(__name__)
 #: prefix share near 0.88 on real chats.
 DEFAULT_RECALL_RATIO = 0.25
 #: The most of the prompt budget what a recap's own words find may take; the rest of its
-#: block goes to the evicted exchanges that add the most the prompt does not say. A recap's words are mostly generic ("what did
-#: we talk about"), so more room for them only displaced recent exchanges: on MemoryBank at a
-#: 2k window, with ``recall_ratio`` 0.25, end-of-conversation recall over a plain window went
-#: from +0.015 (0.15) to -0.033 when the search took all of the ratio.
+#: block goes to the evicted exchanges that add the most the prompt does not say. A recap's
+#: words are mostly generic ("what did we talk about"), so more room for them only displaced
+#: other exchanges: on MemoryBank at a 2k window, with ``recall_ratio`` 0.25,
+#: end-of-conversation recall over a plain window went from +0.015 (0.15) to -0.033 when the
+#: search took all of the ratio.
 RECAP_SEARCH_RATIO = 0.15
 #: A block smaller than this cannot hold a useful exchange: not tried.
 MIN_ROOM = 48
@@ -185,7 +186,7 @@ def _recap(
     for keep in range(len(order), -1, -1):
         out = rebuild(
             history,
-            sorted(fixed + _stretches(spans, dates, sorted(order[:keep]))),
+            sorted(fixed + _stretches(spans, joins, sorted(order[:keep]))),
             room,
             counter,
             lambda k: k not in skip,
@@ -197,17 +198,16 @@ def _recap(
 
 
 def _stretches(
-    spans: list[tuple[int, int]], dates: list[str | None], chosen: list[int]
+    spans: list[tuple[int, int]], joins: list[bool], chosen: list[int]
 ) -> list[list[int]]:
-    """The ``chosen`` of ``spans`` (ascending), neighbours of one session date joined: a
-    stretch takes one stamp."""
+    """The ``chosen`` of ``spans`` (ascending), each joined to the one before it when it
+    ``joins`` it and both are chosen: a stretch takes one stamp."""
     out: list[list[int]] = []
     for k in chosen:
-        start, end = spans[k]
-        if out and out[-1][1] == start and dates[k] in (None, dates[k - 1]):
-            out[-1][1] = end
+        if out and joins[k] and out[-1][1] == spans[k][0]:
+            out[-1][1] = spans[k][1]
         else:
-            out.append([start, end])
+            out.append(list(spans[k]))
     return out
 
 

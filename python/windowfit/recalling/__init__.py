@@ -227,12 +227,18 @@ class _Dates:
         return said_at(m, content[:200] if isinstance(content, str) else "")[0]
 
     def at(self, start: int) -> str | None:
-        lo = max(0, start - DATE_LOOKBACK + 1)
+        return self.many([start])[0]
+
+    def many(self, positions: Sequence[int]) -> list[str | None]:
+        """The date in force at each of ``positions``: the stretch they span read once."""
+        if not positions:
+            return []
+        lo = max(0, min(positions) - DATE_LOOKBACK + 1)
         known = self.known
         with known.lock:
             known.ready(len(self.history))
-            known.read(self.history, lo, start + 1, self.own)
-            return known.last_before(start, lo)
+            known.read(self.history, lo, max(positions) + 1, self.own)
+            return [known.last_before(k, max(0, k - DATE_LOOKBACK + 1)) for k in positions]
 
 
 def _stamp_text(date: str | None, start: int, total: int, zh: bool) -> str:
@@ -493,5 +499,4 @@ def session_dates(
     """The session date in force at each of ``positions`` (the one a stamp there names);
     ``index``'s memory of the messages' own dates is used and kept."""
     ix = index if index is not None else shared_index()
-    dates = _Dates(history, _own_dates(ix))
-    return [dates.at(k) for k in positions]
+    return _Dates(history, _own_dates(ix)).many(list(positions))

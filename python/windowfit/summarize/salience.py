@@ -356,7 +356,7 @@ class SalienceSummarizer(TwinSummarizer):
         self, messages: Sequence[Message], previous_summary: str, target_tokens: int, language: str
     ) -> CallOp[str]:
         yield from ()  # in-process: no call differs between the twins
-        lines = self._parse_previous(previous_summary or "")
+        lines = _parse_summary(previous_summary or "", self.max_item_chars)
         lines.extend(self._extract(messages, has_goal=any(x.section == "goal" for x in lines)))
         return self._compose(lines, max(16, int(target_tokens)), language)
 
@@ -382,9 +382,6 @@ class SalienceSummarizer(TwinSummarizer):
 
     def _clip(self, text: str) -> str:
         return _clip(text, self.max_item_chars)
-
-    def _parse_previous(self, summary: str) -> list[_Line]:
-        return _parse_summary(summary, self.max_item_chars)
 
     def _extract(self, messages: Sequence[Message], *, has_goal: bool) -> list[_Line]:
         lines: list[_Line] = []
