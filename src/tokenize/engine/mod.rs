@@ -17,6 +17,7 @@
 //!
 //! Counting never builds ids, and `count_until` stops once a limit is passed.
 
+pub mod blocks;
 pub mod bpe;
 pub mod classes;
 pub mod merges;

@@ -13,6 +13,7 @@
 //!   \s*[\r\n]+|\s+(?!\S)|\s+` with UPPER = `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and
 //!   LOWER = `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 
+use super::blocks;
 use super::classes::{Classes, CASELESS, LETTER, LOWER, MARK, NUMBER, PUNCT, SPACE, UPPER};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -627,18 +628,48 @@ impl<'t> Splitter<'t> {
     /// Calls `f(rest, n)` for each remaining piece, in order, while it returns true: `rest`
     /// is the text from the piece's start on, the piece its first `n` bytes (a caller may
     /// read past the piece in one load, see [`super::vocab::pack_at`]).
+    ///
+    /// Where 64 bytes are left, pieces are found a block at a time ([`blocks`]); the bytes a
+    /// block leaves undecided (a long run, an apostrophe, bytes that are not ASCII) are split
+    /// here one piece at a time, as are the text's last bytes.
     #[inline(always)]
     pub fn for_each_span(mut self, mut f: impl FnMut(&'t [u8], usize) -> bool) {
         let b = self.text.as_bytes();
-        let mut i = self.pos;
-        while i < b.len() {
-            let end = self.piece_end(i);
-            if !f(&b[i..], end - i) {
+        let by_blocks = matches!(self.pattern, Pattern::Cl100k | Pattern::O200k | Pattern::Qwen);
+        let (o200k, single_digits) = (self.pattern == Pattern::O200k, self.pattern == Pattern::Qwen);
+        // The next piece starts at `at`; the block read at `base` has pieces starting at its
+        // bits of `marks` still to give. Before `alone_until` the splitter goes on alone
+        // (past a block's foreign bytes). One call of `f`, so it is inlined once.
+        let (mut at, mut base, mut marks, mut alone_until) = (self.pos, 0, 0u64, 0);
+        loop {
+            let end = if marks != 0 {
+                let end = base + marks.trailing_zeros() as usize;
+                marks &= marks - 1;
+                end
+            } else {
+                if at >= b.len() {
+                    break;
+                }
+                if by_blocks && at >= alone_until {
+                    if let Some(block) = b.get(at..at + blocks::LEN) {
+                        let block = blocks::starts(block.try_into().unwrap(), o200k, single_digits);
+                        // The pieces between trusted starts; the last one begins the next block.
+                        let starts = block.starts & (block.starts - 1);
+                        if starts != 0 {
+                            (base, marks) = (at, starts);
+                            continue;
+                        }
+                        alone_until = at + block.foreign_end.max(1) as usize;
+                    }
+                }
+                self.piece_end(at)
+            };
+            if !f(&b[at..], end - at) {
                 break;
             }
-            i = end;
+            at = end;
         }
-        self.pos = i;
+        self.pos = at;
     }
 }
 
@@ -728,6 +759,41 @@ pub(crate) mod tests {
             let n = (next() % 12) as usize;
             let text: String = (0..n).map(|_| units[(next() % units.len() as u64) as usize]).collect();
             check(&text);
+        }
+    }
+
+    #[test]
+    fn long_texts_split_a_block_at_a_time() {
+        // Texts of a block and more, so the block rules meet every class at every offset,
+        // runs that cross a block's end, apostrophes and foreign bytes at the edges.
+        let alphabets = [
+            "        \n\n\r\t\u{b} aAbBzZ_sStTdDlLvVrR'.:;(){}/=#-\"0912",
+            "  \n\r\t aZyY'.,-09",
+            "     \n\n  \t\r\r\n\u{c}.;x",
+            "aAbBcC'''sSlL ",
+            "0123456789 .a\n",
+            "   aé中 .\n\u{a0}\u{301}1'",
+            "//\n\r\n/ /a.'*",
+            "aA'sSdDlLvVeErR tT mM'''\n ",
+            "\u{1}\u{0}\u{1f} \t\n\u{7f}aB9_",
+            "        \n   \t   a",
+        ];
+        let mut next = xorshift();
+        for alphabet in alphabets {
+            let chars: Vec<char> = alphabet.chars().collect();
+            for _ in 0..1500 {
+                let len = 60 + (next() % 200) as usize;
+                let text: String = (0..len).map(|_| chars[(next() % chars.len() as u64) as usize]).collect();
+                check(&text);
+            }
+        }
+        // Real source and prose, whole and from every offset of a block.
+        for text in [include_str!("split.rs"), include_str!("../../../README.md")] {
+            check(text);
+            for k in 1..blocks::LEN {
+                let from = text.char_indices().nth(k).unwrap().0;
+                check(&text[from..text.len().min(from + 4000)]);
+            }
         }
     }
 
