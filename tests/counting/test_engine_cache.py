@@ -71,10 +71,15 @@ def test_piece_table_bound_and_memory_are_reported() -> None:
         after = c.cache_info()
         print(before["piece_cache_entries"], before["piece_cache_bytes"], after["piece_cache_bytes"],
               _core._piece_cache_stats())
+        large = wf.Counter(encoding="o200k_base", cache_entries=0, piece_cache_entries=2**16)
+        large.count("def main():\\n    return compute(42)\\n")
+        print(large.cache_info()["piece_cache_bytes"])
         """
     )
     # 1000 entries: 256 sets of 4 (a power of two), 64 bytes each, allocated on first count.
     assert out.splitlines()[0] == "1000 0 16384 (1000, 1, 16384)"
+    # 2**16 entries: 1 MiB of sets and the 32 KiB hot table in front of them.
+    assert out.splitlines()[1] == str(2**20 + 2**15)
 
 
 def test_piece_table_bound_from_the_environment() -> None:

@@ -1,13 +1,15 @@
 //! The counting engine for byte-level BPE vocabularies whose pre-tokenizer pattern it knows
 //! by heart (cl100k_base, o200k_base).
 //!
-//! Per piece of the hand-written split ([`split`]), in order of cost:
+//! Per piece of the hand-written split ([`split`], 64 ASCII bytes at a time by [`blocks`]),
+//! in order of cost:
 //! 0. a piece of one or two bytes: one token, or two when the pair is not one (a dense
 //!    table of pairs);
-//! 1. the piece was counted before on this thread: one probe of one line of a bounded
-//!    per-thread table of short pieces packed inline with their counts ([`pieces`]), large
-//!    enough for a working vocabulary of code and prose. Probes go sixteen pieces behind the
-//!    split, their lines asked of memory as the pieces are found;
+//! 1. the piece was counted before on this thread: one probe of the thread's hot table of
+//!    2,048 recent pieces, else one probe of one line of a bounded per-thread table of short
+//!    pieces packed inline with their counts ([`pieces`]), large enough for a working
+//!    vocabulary of code and prose. Those probes go sixteen pieces behind the split, their
+//!    lines asked of memory as the pieces are found;
 //! 2. the piece is one token (a word with its leading space, usually): one probe of the
 //!    vocabulary;
 //! 3. byte-pair merge ([`bpe`]).
@@ -229,6 +231,10 @@ impl Engine {
                     return true;
                 }
                 let key = pack_at(rest, len);
+                if let Some(count) = cache.table.get_hot(key) {
+                    n += count;
+                    return true;
+                }
                 cache.table.prefetch(key);
                 queue[queued] = key;
                 queued += 1;
@@ -247,7 +253,7 @@ impl Engine {
     fn count_packed(&self, cache: &mut PieceCache, queue: &[u128]) -> usize {
         let mut n = 0;
         for &key in queue {
-            n += match cache.table.get(key) {
+            let count = match cache.table.get(key) {
                 Some(count) => count,
                 None => {
                     // The key holds the piece: its bytes, then its length in the last byte.
@@ -257,6 +263,8 @@ impl Engine {
                     count
                 }
             };
+            cache.table.keep_hot(key, count);
+            n += count;
         }
         n
     }
@@ -354,17 +362,29 @@ mod tests {
 
     #[test]
     fn counts_of_queued_pieces_equal_fresh_merges() {
-        // Whole texts through `count_serial`'s queue, on a table of a few sets: a piece that
-        // repeats inside one queue, pieces evicted between queues, tiny and long pieces
-        // between short ones; each text's count must equal its pieces merged one by one.
+        // Whole texts through `count_serial`'s queue, on a table of a few sets and on the
+        // default one, with its hot table: a piece that repeats inside one queue, pieces
+        // evicted between queues or pushed out of a hot slot, tiny and long pieces between
+        // short ones; each text's count must equal its pieces merged one by one.
         let _guard = pieces::tests::BOUND.lock().unwrap_or_else(|p| p.into_inner());
-        pieces::set_entries(64);
         let mut next = split::tests::xorshift();
-        let words = ["a", "ab", "abc", "the", " the", "x_y", "zzzzzzzz", "(", ") ", "=", "\n", "Ωμέγα", "中文"];
+        let common = ["a", "ab", "abc", "the", " the", "x_y", "zzzzzzzz", "(", ") ", "=", "\n", "Ωμέγα", "中文"];
+        // Far more distinct words than the hot table has slots.
+        let rare: Vec<String> = (0..pieces::HOT_ENTRIES * 4).map(|k| format!(" q{}z", k * 7919 % 100_000)).collect();
+        let words: Vec<&str> = common.iter().copied().chain(rare.iter().map(String::as_str)).collect();
         let texts: Vec<String> = (0..300)
             .map(|_| {
                 let n = (next() % 80) as usize;
-                let mut t: String = (0..n).map(|_| words[(next() % words.len() as u64) as usize]).collect();
+                let mut t: String = (0..n)
+                    .map(|_| {
+                        let k = next() as usize;
+                        if k % 2 == 0 {
+                            common[k / 2 % common.len()]
+                        } else {
+                            words[k / 2 % words.len()]
+                        }
+                    })
+                    .collect();
                 if next() % 4 == 0 {
                     t.push_str(&"word".repeat(10)); // longer than a packed key
                 }
@@ -372,7 +392,8 @@ mod tests {
             })
             .collect();
         for (name, enc, vocab) in engines_with_references() {
-            for round in 0..2 {
+            for round in 0..4 {
+                pieces::set_entries(if round < 2 { 64 } else { pieces::DEFAULT_ENTRIES });
                 for text in &texts {
                     let fresh: usize =
                         enc.pieces(text).unwrap().map(|p| bpe::split(p.as_bytes(), |b| vocab.rank(b)).len()).sum();
