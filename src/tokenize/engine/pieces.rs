@@ -435,7 +435,7 @@ pub(crate) mod tests {
         set_entries(HOT_MIN_ENTRIES);
         t.ready();
         assert_eq!(t.bytes(), HOT_MIN_ENTRIES * 16 + HOT_ENTRIES * 16, "its memory is counted");
-        assert_eq!(usage().1 >= t.bytes(), true);
+        assert!(usage().1 >= t.bytes());
         // Each slot keeps the last piece given it, and only that piece is found there.
         let keys: Vec<u128> = (0..HOT_ENTRIES as u32 * 4).map(|i| pack(format!("h{i}").as_bytes())).collect();
         for (i, &k) in keys.iter().enumerate() {
