@@ -31,11 +31,13 @@ standard library's ``.py`` files, one text per file).
 Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
   * exactness first: a fresh process counts the corpus and compares every count with tiktoken
     ``encode_ordinary``; an inexact contender is reported and not timed;
-  * then ``--runs`` fresh processes per contender and mode. Each process loads its tokenizer
-    (counted on one word), then makes five passes over the corpus. Every pass is a new text
-    for every text (a short pass-numbered line in front), so no whole-text cache answers, but
-    from the second pass on the words are ones the process has seen. "first" is pass 1 (the
-    best of the processes); "steady" is the mean pass of passes 3-5 (the median process);
+  * then ``--runs`` fresh processes per contender and mode, the contenders taking turns (run
+    k of each before run k + 1 of any, so a drift of the machine's speed meets them all).
+    Each process loads its tokenizer (counted on one word), then makes five passes over the
+    corpus. Every pass is a new text for every text (a short pass-numbered line in front), so
+    no whole-text cache answers, but from the second pass on the words are ones the process
+    has seen. "first" is pass 1, "steady" the mean pass of passes 3-5, each of the fastest
+    process (every contender's best, as ``timeit`` reports);
   * single: one text per call on one thread; batch: one call for the whole pass, all cores
     (``--threads`` repeats batches with ``RAYON_NUM_THREADS``, ``FASTOKENS_BPE_THREADS`` and
     the peers' own thread arguments at each count); warm: the same texts again and again (windowfit's text cache
@@ -263,21 +265,24 @@ def measure_cell(
         if who not in checks:
             checks[who] = spawn(["check", who, name, str(data), folder], threads)
         check = checks[who]
-        entry: dict[str, Any] = {"differ": check["differ"], "of": check["of"]}
-        cell["contenders"][who] = entry
-        if check["differ"]:
-            continue  # inexact: reported, not timed
-        for mode in modes:
-            if mode == "warm" and who not in ("windowfit", "tiktoken"):
-                continue
-            procs = [spawn([mode, who, name, str(data), folder], threads) for _ in range(runs)]
-            if not all(p["exact"] for p in procs):
+        cell["contenders"][who] = {"differ": check["differ"], "of": check["of"]}
+    exact = [who for who in who_all if not checks[who]["differ"]]  # the inexact: not timed
+    for mode in modes:
+        timed = [w for w in exact if mode != "warm" or w in ("windowfit", "tiktoken")]
+        # Run k of every contender before run k + 1 of any: the machine's speed drifts over
+        # minutes, and each contender gets a process in each stretch of it.
+        procs: dict[str, list[dict[str, Any]]] = {who: [] for who in timed}
+        for _ in range(runs):
+            for who in timed:
+                procs[who].append(spawn([mode, who, name, str(data), folder], threads))
+        for who, ps in procs.items():
+            entry = cell["contenders"][who]
+            if not all(p["exact"] for p in ps):
                 entry["differ"] = entry["differ"] or -1  # counts changed between passes
-                break
-            steady = [statistics.mean(p["seconds"][STEADY]) for p in procs]
+                continue
             entry[mode] = {
-                "first": min(p["seconds"][0] for p in procs),
-                "steady": statistics.median(steady),
+                "first": min(p["seconds"][0] for p in ps),
+                "steady": min(statistics.mean(p["seconds"][STEADY]) for p in ps),
             }
     return cell
 
@@ -356,7 +361,7 @@ def main() -> None:
         + ("; --quick: tiny corpora, timings meaningless" if args.quick else ""),
         "",
         "MB/s (higher is faster). first: pass 1 of a fresh process (best of "
-        f"{runs}); steady: mean of passes 3-5 (median process); ratio: windowfit / the fastest "
+        f"{runs}); steady: mean of passes 3-5 (fastest process; contenders take turns); ratio: windowfit / the fastest "
         "exact peer of the cell (warm: / tiktoken).",
         "",
         "| encoding | corpus | mode | pass | threads | windowfit | fastest peer | ratio | all |",
