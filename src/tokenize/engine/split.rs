@@ -117,11 +117,22 @@ pub struct Splitter<'t> {
     pos: usize,
     pattern: Pattern,
     classes: &'static Classes,
+    /// Where the block read last still has pieces to give (the iterator's).
+    cursor: Cursor,
+}
+
+/// The block read last: pieces start at `base` plus each bit of `marks`, in order. Before
+/// `alone_until` the splitter goes on alone (past a block's foreign bytes).
+#[derive(Clone, Copy, Default)]
+struct Cursor {
+    base: usize,
+    marks: u64,
+    alone_until: usize,
 }
 
 impl<'t> Splitter<'t> {
     pub fn new(text: &'t str, pattern: Pattern) -> Self {
-        Self { text, pos: 0, pattern, classes: Classes::get() }
+        Self { text, pos: 0, pattern, classes: Classes::get(), cursor: Cursor::default() }
     }
 
     /// Class of the scalar at `i` (0 past the end) and its byte length.
@@ -618,6 +629,34 @@ impl<'t> Splitter<'t> {
         end
     }
 
+    /// End of the piece starting at `at` (before the end of the text): the next mark of the
+    /// block in `cursor`, else of a block read at `at` where 64 bytes are left and the block
+    /// settles a piece; else one piece by the byte-at-a-time rules. A block leaves undecided a
+    /// long run, an apostrophe, bytes that are not ASCII.
+    #[inline(always)]
+    fn end_from(&self, at: usize, cursor: &mut Cursor) -> usize {
+        if cursor.marks != 0 {
+            let end = cursor.base + cursor.marks.trailing_zeros() as usize;
+            cursor.marks &= cursor.marks - 1;
+            return end;
+        }
+        let by_blocks = matches!(self.pattern, Pattern::Cl100k | Pattern::O200k | Pattern::Qwen);
+        if by_blocks && at >= cursor.alone_until {
+            if let Some(block) = self.text.as_bytes().get(at..at + blocks::LEN) {
+                let (o200k, single_digits) = (self.pattern == Pattern::O200k, self.pattern == Pattern::Qwen);
+                let block = blocks::starts(block.try_into().unwrap(), o200k, single_digits);
+                // The pieces between trusted starts; the last one begins the next block.
+                let starts = block.starts & (block.starts - 1);
+                if starts != 0 {
+                    *cursor = Cursor { base: at, marks: starts & (starts - 1), ..*cursor };
+                    return at + starts.trailing_zeros() as usize;
+                }
+                cursor.alone_until = at + block.foreign_end.max(1) as usize;
+            }
+        }
+        self.piece_end(at)
+    }
+
     /// Calls `f` with the bytes of each remaining piece, in order, while it returns true:
     /// the counting loop, with no string slicing per piece.
     #[inline(always)]
@@ -627,49 +666,20 @@ impl<'t> Splitter<'t> {
 
     /// Calls `f(rest, n)` for each remaining piece, in order, while it returns true: `rest`
     /// is the text from the piece's start on, the piece its first `n` bytes (a caller may
-    /// read past the piece in one load, see [`super::vocab::pack_at`]).
-    ///
-    /// Where 64 bytes are left, pieces are found a block at a time ([`blocks`]); the bytes a
-    /// block leaves undecided (a long run, an apostrophe, bytes that are not ASCII) are split
-    /// here one piece at a time, as are the text's last bytes.
+    /// read past the piece in one load, see [`super::vocab::pack_at`]). The cursor is a local
+    /// here, kept in registers; one call of `f`, so it is inlined once.
     #[inline(always)]
     pub fn for_each_span(mut self, mut f: impl FnMut(&'t [u8], usize) -> bool) {
         let b = self.text.as_bytes();
-        let by_blocks = matches!(self.pattern, Pattern::Cl100k | Pattern::O200k | Pattern::Qwen);
-        let (o200k, single_digits) = (self.pattern == Pattern::O200k, self.pattern == Pattern::Qwen);
-        // The next piece starts at `at`; the block read at `base` has pieces starting at its
-        // bits of `marks` still to give. Before `alone_until` the splitter goes on alone
-        // (past a block's foreign bytes). One call of `f`, so it is inlined once.
-        let (mut at, mut base, mut marks, mut alone_until) = (self.pos, 0, 0u64, 0);
-        loop {
-            let end = if marks != 0 {
-                let end = base + marks.trailing_zeros() as usize;
-                marks &= marks - 1;
-                end
-            } else {
-                if at >= b.len() {
-                    break;
-                }
-                if by_blocks && at >= alone_until {
-                    if let Some(block) = b.get(at..at + blocks::LEN) {
-                        let block = blocks::starts(block.try_into().unwrap(), o200k, single_digits);
-                        // The pieces between trusted starts; the last one begins the next block.
-                        let starts = block.starts & (block.starts - 1);
-                        if starts != 0 {
-                            (base, marks) = (at, starts);
-                            continue;
-                        }
-                        alone_until = at + block.foreign_end.max(1) as usize;
-                    }
-                }
-                self.piece_end(at)
-            };
+        let (mut at, mut cursor) = (self.pos, self.cursor);
+        while at < b.len() {
+            let end = self.end_from(at, &mut cursor);
             if !f(&b[at..], end - at) {
                 break;
             }
             at = end;
         }
-        self.pos = at;
+        (self.pos, self.cursor) = (at, cursor);
     }
 }
 
@@ -682,8 +692,9 @@ impl<'t> Iterator for Splitter<'t> {
         if i >= self.text.len() {
             return None;
         }
-        let end = self.piece_end(i);
-        self.pos = end;
+        let mut cursor = self.cursor;
+        let end = self.end_from(i, &mut cursor);
+        (self.pos, self.cursor) = (end, cursor);
         Some(&self.text[i..end])
     }
 }
