@@ -41,7 +41,7 @@ pub struct Block {
 pub const LEN: usize = 64;
 
 /// Per-byte class masks of a block.
-#[derive(Default)]
+#[derive(Default, Debug, PartialEq, Eq)]
 struct Masks {
     letter: u64,
     upper: u64,
@@ -96,17 +96,20 @@ fn masks(b: &[u8; LEN]) -> Masks {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn masks(b: &[u8; LEN]) -> Masks {
+/// The masks from the splitter's own class table, a byte at a time: where SSE2 is not, and
+/// the reference the SSE2 compares are tested against.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn masks_by_table(b: &[u8; LEN]) -> Masks {
+    use super::classes::{ASCII, LETTER, LOWER, NUMBER, SPACE, UPPER};
     let mut m = Masks::default();
     for (k, &c) in b.iter().enumerate() {
-        let bit = 1u64 << k;
-        let set = |mask: &mut u64, yes: bool| *mask |= if yes { bit } else { 0 };
-        set(&mut m.upper, c.is_ascii_uppercase());
-        set(&mut m.lower, c.is_ascii_lowercase());
-        set(&mut m.letter, c.is_ascii_alphabetic());
-        set(&mut m.digit, c.is_ascii_digit());
-        set(&mut m.space, c == b' ' || (0x09..=0x0d).contains(&c));
+        let class = if c < 0x80 { ASCII[c as usize] } else { 0 };
+        let set = |mask: &mut u64, yes: bool| *mask |= u64::from(yes) << k;
+        set(&mut m.upper, class & UPPER != 0);
+        set(&mut m.lower, class & LOWER != 0);
+        set(&mut m.letter, class & LETTER != 0);
+        set(&mut m.digit, class & NUMBER != 0);
+        set(&mut m.space, class & SPACE != 0);
         set(&mut m.brk, c == b'\n' || c == b'\r');
         set(&mut m.blank, c == b' ');
         set(&mut m.quote, c == b'\'');
@@ -114,6 +117,11 @@ fn masks(b: &[u8; LEN]) -> Masks {
         set(&mut m.foreign, c >= 0x80);
     }
     m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn masks(b: &[u8; LEN]) -> Masks {
+    masks_by_table(b)
 }
 
 /// Bit `k` of the result is bit `k - 1` of `x`: "the byte before is ...".
@@ -136,11 +144,19 @@ fn runs_ending_at(last: u64, runs: u64) -> u64 {
     (r & !r.wrapping_add(l)).reverse_bits()
 }
 
-/// The piece starts of the 64 bytes of `b` (a piece starts at `b[0]`): `o200k` splits words
-/// by case and lets a word take a contraction; `single_digits` makes each digit a piece
-/// (Qwen), else numbers go three digits a piece.
+/// What sets the patterns' block rules apart.
+#[derive(Clone, Copy)]
+pub struct Rules {
+    /// o200k splits words by case and lets a word take a contraction.
+    pub o200k: bool,
+    /// Each digit a piece (Qwen), else numbers go three digits a piece.
+    pub single_digits: bool,
+}
+
+/// The piece starts of the 64 bytes of `b` (a piece starts at `b[0]`) under `rules`.
 #[inline(always)]
-pub fn starts(b: &[u8; LEN], o200k: bool, single_digits: bool) -> Block {
+pub fn starts(b: &[u8; LEN], rules: Rules) -> Block {
+    let Rules { o200k, single_digits } = rules;
     let m = masks(b);
     let foreign_end = if m.foreign == 0 { 0 } else { LEN as u32 - m.foreign.leading_zeros() };
     // Bytes from the first foreign one on are not classed.
@@ -201,4 +217,24 @@ pub fn starts(b: &[u8; LEN], o200k: bool, single_digits: bool) -> Block {
     cut = cut.min(quotes.trailing_zeros());
     let trusted = if cut == 0 { 1 } else { starts & (u64::MAX >> (LEN as u32 - cut)) };
     Block { starts: trusted, foreign_end }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse2_masks_equal_the_class_table_for_every_byte_at_every_place() {
+        // Four blocks hold the 256 byte values; rotating them puts each value at each place.
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        for shift in 0..LEN {
+            for block in bytes.chunks(LEN) {
+                let mut b = [0u8; LEN];
+                for (k, &c) in block.iter().enumerate() {
+                    b[(k + shift) % LEN] = c;
+                }
+                assert_eq!(masks(&b), masks_by_table(&b), "shift {shift}");
+            }
+        }
+    }
 }

@@ -117,6 +117,8 @@ pub struct Splitter<'t> {
     pos: usize,
     pattern: Pattern,
     classes: &'static Classes,
+    /// The block rules of the pattern, where it has them (not DeepSeek's).
+    rules: Option<blocks::Rules>,
     /// Where the block read last still has pieces to give (the iterator's).
     cursor: Cursor,
 }
@@ -132,7 +134,11 @@ struct Cursor {
 
 impl<'t> Splitter<'t> {
     pub fn new(text: &'t str, pattern: Pattern) -> Self {
-        Self { text, pos: 0, pattern, classes: Classes::get(), cursor: Cursor::default() }
+        let rules = match pattern {
+            Pattern::DeepSeek => None,
+            _ => Some(blocks::Rules { o200k: pattern == Pattern::O200k, single_digits: pattern == Pattern::Qwen }),
+        };
+        Self { text, pos: 0, pattern, classes: Classes::get(), rules, cursor: Cursor::default() }
     }
 
     /// Class of the scalar at `i` (0 past the end) and its byte length.
@@ -640,11 +646,9 @@ impl<'t> Splitter<'t> {
             cursor.marks &= cursor.marks - 1;
             return end;
         }
-        let by_blocks = matches!(self.pattern, Pattern::Cl100k | Pattern::O200k | Pattern::Qwen);
-        if by_blocks && at >= cursor.alone_until {
+        if let Some(rules) = self.rules.filter(|_| at >= cursor.alone_until) {
             if let Some(block) = self.text.as_bytes().get(at..at + blocks::LEN) {
-                let (o200k, single_digits) = (self.pattern == Pattern::O200k, self.pattern == Pattern::Qwen);
-                let block = blocks::starts(block.try_into().unwrap(), o200k, single_digits);
+                let block = blocks::starts(block.try_into().unwrap(), rules);
                 // The pieces between trusted starts; the last one begins the next block.
                 let starts = block.starts & (block.starts - 1);
                 if starts != 0 {
