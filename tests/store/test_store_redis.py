@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,9 +19,11 @@ from _store_reliability import (
     check_sigkill_mid_appends,
 )
 from redis.crc import key_slot
+from windowfit.errors import InvalidArgumentError
 from windowfit.session import Session
 from windowfit.store import ConflictError, RedisStore, StoreCorruptError, StoreError
 from windowfit.store.base import encode_message
+from windowfit.store.redis import eviction_risk
 
 # imported so that pytest finds these fixtures in this module
 REDIS_FIXTURES = (redis_cluster, redis_prefix, redis_server, redis_url)
@@ -609,7 +612,7 @@ def test_a_session_whose_record_was_evicted_is_not_written_afresh(
 def test_an_evicting_server_never_returns_a_silently_empty_session() -> None:
     server = start_redis_server("--maxmemory", "4mb", "--maxmemory-policy", "allkeys-random")
     try:
-        store = RedisStore(server.url, prefix="evict")
+        store = RedisStore(server.url, prefix="evict", on_evicting_server="warn")
         blob = "y" * 20_000
         ids = [f"s{i}" for i in range(400)]
         outcomes = {"whole": 0, "reported": 0, "absent": 0}
@@ -640,3 +643,82 @@ def test_an_evicting_server_never_returns_a_silently_empty_session() -> None:
         store.close()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("policy", "limit", "expiring", "risky"),
+    [
+        ("allkeys-lru", 4 << 20, False, True),
+        ("allkeys-random", 1, True, True),
+        ("volatile-lru", 4 << 20, False, False),  # only keys with a TTL, and ours have none
+        ("volatile-ttl", 4 << 20, True, True),
+        ("noeviction", 4 << 20, True, False),
+        ("allkeys-lru", 0, True, False),  # no memory limit: nothing is evicted
+    ],
+)
+def test_eviction_risk_by_policy_limit_and_ttl(
+    policy: str, limit: int, expiring: bool, risky: bool
+) -> None:
+    why = eviction_risk({"maxmemory_policy": policy, "maxmemory": limit}, expiring)
+    assert (why is not None) == risky
+    if risky:
+        assert policy in why and str(limit) in why  # type: ignore[operator]
+
+
+def test_a_server_that_may_evict_a_whole_session_is_refused_or_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A session evicted whole leaves nothing to report, so a server whose memory limit and
+    policy can evict the store's keys is refused on every call, before anything is written;
+    ``on_evicting_server="warn"`` runs with one warning. ``volatile-*`` evicts only keys with
+    a TTL: a store without ``ttl`` runs there."""
+    server = start_redis_server("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+    try:
+        r = redis.Redis.from_url(server.url)
+        store = RedisStore(server.url, prefix="risky")
+        for _ in range(2):
+            with pytest.raises(StoreError, match="maxmemory-policy allkeys-lru") as info:
+                store.append("s", [{"role": "user", "content": "my passport number is X123"}])
+            assert not isinstance(info.value, StoreCorruptError)
+            assert "on_evicting_server='warn'" in str(info.value)
+        with pytest.raises(StoreError, match="allkeys-lru"):
+            store.read("s")
+        with pytest.raises(StoreError, match="allkeys-lru"):
+            asyncio.run(store.aappend("s", [{"role": "user", "content": "x"}]))
+        assert r.keys("risky:*") == []
+        store.close()
+        with caplog.at_level(logging.WARNING, logger="windowfit.store.redis"):
+            warned = RedisStore(server.url, prefix="risky", on_evicting_server="warn")
+            for i in range(3):
+                warned.append("s", [{"role": "user", "content": f"m{i}"}])
+        assert [m["content"] for m in warned.read("s")[1]] == ["m0", "m1", "m2"]
+        warnings = [rec for rec in caplog.records if "allkeys-lru" in rec.getMessage()]
+        assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+        warned.close()
+        r.config_set("maxmemory-policy", "volatile-lru")
+        without_ttl = RedisStore(server.url, prefix="risky")
+        without_ttl.append("t", [{"role": "user", "content": "kept"}])
+        assert without_ttl.read("t")[1][0]["content"] == "kept"
+        with pytest.raises(StoreError, match="volatile-lru"):
+            RedisStore(server.url, prefix="risky", ttl=3600).read("t")
+        without_ttl.close()
+        r.close()
+    finally:
+        server.stop()
+
+
+def test_a_server_that_refuses_info_is_not_checked() -> None:
+    """A managed server may rename ``INFO``: the store cannot learn the policy, and runs."""
+    server = start_redis_server("--rename-command", "INFO", "")
+    try:
+        store = RedisStore(server.url, prefix="noinfo")
+        store.append("s", [{"role": "user", "content": "hello"}])
+        assert store.read("s")[1][0]["content"] == "hello"
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_on_evicting_server_is_validated(redis_url: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="on_evicting_server"):
+        RedisStore(redis_url, on_evicting_server="ignore")  # type: ignore[arg-type]

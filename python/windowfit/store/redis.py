@@ -29,7 +29,10 @@ so it never mixes two incarnations of a session. A server that evicts keys (an `
 shorter than the number of messages the writes recorded) or a listed session without its
 record raises ``StoreCorruptError`` rather than returning a silently shortened or empty history,
 and an append to a listed session whose record is gone is refused the same way (it would start a
-new, shorter history under the same id). A write whose
+new, shorter history under the same id). A session evicted whole, its index entry with it, leaves
+nothing to tell it existed: so the first call asks the server's ``INFO memory`` and refuses to run
+(or warns, ``on_evicting_server="warn"``) where its memory limit and policy can evict this
+store's keys. A write whose
 every resend lost its connection raises ``StoreOutcomeUnknownError`` with its operation id;
 ``append(..., op_id=...)`` retries it at most once.
 
@@ -51,7 +54,7 @@ import weakref
 import zlib
 from collections.abc import Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from windowfit.errors import InternalError, InvalidArgumentError
 from windowfit.store._common import already_finished, encode_child, not_a_child, state_conflict
@@ -112,6 +115,28 @@ _EVICTION_HINT = (
 )
 
 
+def eviction_risk(info: Mapping[str, Any], expiring: bool) -> str | None:
+    """Why a server with ``INFO memory`` ``info`` may evict this store's keys (``expiring``:
+    they carry a TTL), or None. Without a memory limit nothing is evicted; ``allkeys-*`` evicts
+    any key, ``volatile-*`` only keys with a TTL."""
+    policy = str(info.get("maxmemory_policy", "noeviction"))
+    limit = int(info.get("maxmemory", 0) or 0)
+    if limit <= 0 or not (
+        policy.startswith("allkeys") or (policy.startswith("volatile") and expiring)
+    ):
+        return None
+    return f"maxmemory {limit} bytes with maxmemory-policy {policy}"
+
+
+def _node_infos(reply: Any) -> list[Mapping[str, Any]]:
+    """The ``INFO`` replies of a server, or of each node of a cluster (a mapping by node)."""
+    if not isinstance(reply, Mapping):
+        return []
+    if "maxmemory_policy" in reply or not all(isinstance(v, Mapping) for v in reply.values()):
+        return [reply]
+    return [v for v in reply.values() if isinstance(v, Mapping)]
+
+
 def _op_id_of(request: _Request) -> str | None:
     """The operation id of an append request (its op key, ``KEYS[4]``); None for any other
     request (only appends can be retried by the caller with their id)."""
@@ -128,6 +153,12 @@ class RedisStore(StepStore):
     ``cleanup()`` also works). ``client`` / ``async_client``: ready ``redis.Redis`` /
     ``redis.asyncio.Redis`` objects to use instead of connecting to ``url``; extra keyword
     arguments go to ``from_url``. Requires the ``redis`` package (``windowfit[redis]``).
+
+    ``on_evicting_server``: what the first call does where the server's memory limit and
+    ``maxmemory-policy`` can evict this store's keys (``allkeys-*``; ``volatile-*`` with a
+    ``ttl``), which could drop a whole session without a trace: ``"raise"`` (every call raises
+    ``StoreError`` saying why) or ``"warn"`` (one logged warning; evictions that leave a trace are
+    still reported as ``StoreCorruptError``).
     """
 
     def __init__(
@@ -139,6 +170,7 @@ class RedisStore(StepStore):
         client: Any = None,
         async_client: Any = None,
         cluster: bool | None = None,
+        on_evicting_server: Literal["raise", "warn"] = "raise",
         **redis_kwargs: Any,
     ) -> None:
         try:
@@ -152,8 +184,13 @@ class RedisStore(StepStore):
             raise InvalidArgumentError(
                 f"prefix must be a non-empty str without braces, got {prefix!r}"
             )
+        if on_evicting_server not in ("raise", "warn"):
+            raise InvalidArgumentError(
+                f"on_evicting_server must be 'raise' or 'warn', got {on_evicting_server!r}"
+            )
         self.url = url
         self.prefix = prefix
+        self.on_evicting_server = on_evicting_server
         self.ttl = ttl_seconds(ttl)
         self._expire = 0 if self.ttl is None else max(1, math.ceil(self.ttl))
         self._redis_kwargs = redis_kwargs
@@ -182,6 +219,8 @@ class RedisStore(StepStore):
         # again, since each write carries its operation id and the scripts skip a known one
         self._lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
         self._legacy_checked = self.cluster  # the previous layout never ran on a cluster
+        # why the server may evict this store's keys ("" none, None not asked yet)
+        self._eviction: str | None = None
 
     def _probe_cluster(self, redis: Any, url: str, kwargs: dict[str, Any]) -> bool:
         """Whether ``url`` is a Redis Cluster node (asked once, at construction). A server that
@@ -286,6 +325,13 @@ class RedisStore(StepStore):
         )
 
     def _drive(self, make: Operation, session_id: str | None) -> Any:
+        if self._eviction is None:
+            self._eviction = ""  # the check's own request passes
+            try:
+                self._eviction = self._drive(self._op_eviction_risk, None)
+            except StoreError as exc:
+                self._eviction = self._eviction_unknown(exc)
+        self._refuse_evicting_server()
         if not self._legacy_checked:
             self._legacy_checked = True
             self._drive(self._op_migrate_legacy, None)
@@ -306,6 +352,13 @@ class RedisStore(StepStore):
         return run_steps(make(), execute)
 
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
+        if self._eviction is None:
+            self._eviction = ""  # the check's own request passes
+            try:
+                self._eviction = await self._adrive(self._op_eviction_risk, None)
+            except StoreError as exc:
+                self._eviction = self._eviction_unknown(exc)
+        self._refuse_evicting_server()
         if not self._legacy_checked:
             self._legacy_checked = True
             await self._adrive(self._op_migrate_legacy, None)
@@ -331,6 +384,10 @@ class RedisStore(StepStore):
 
     def _execute(self, client: Any, scripts: dict[str, Any], request: _Request) -> Any:
         kind = request[0]
+        if kind == "info":
+            # a cluster client asks every primary (each has its own memory limit)
+            where = {"target_nodes": client.PRIMARIES} if self.cluster else {}
+            return client.info(request[1], **where)
         if kind == "script":
             _, name, keys, args = request
             return scripts[name](keys=keys, args=args, client=client)
@@ -662,6 +719,37 @@ class RedisStore(StepStore):
                         metric, _, row_model = _text(k, None, "usage field").partition(":")
                         add(d, row_model, metric, v)
         return sort_rows(list(rows.values()))
+
+    def _op_eviction_risk(self) -> _Op[str]:
+        """Why the server may evict this store's keys, or "". Logged once, as a warning."""
+        reply = yield ("info", "memory")
+        risks = [r for i in _node_infos(reply) if (r := eviction_risk(i, self.ttl is not None))]
+        if not risks:
+            return ""
+        why = (
+            f"Redis at {self.url} may evict this store's keys ({risks[0]}): a session evicted "
+            "whole, its index entry with it, would be lost without a trace. Set "
+            "maxmemory-policy noeviction (or no maxmemory)"
+        )
+        if self.on_evicting_server == "warn":
+            logger.warning("%s; going on as on_evicting_server='warn' asks", why)
+        return why
+
+    def _eviction_unknown(self, exc: StoreError) -> str:
+        """After ``INFO memory`` failed: "" where the server refused it (a managed server that
+        renames it: nothing to learn); where it did not answer, the error, raised for the call
+        (nothing of it was sent), and the question is asked again next call."""
+        if isinstance(exc.__cause__, self._response_error):
+            logger.debug("%r: INFO memory refused (%s): eviction not checked", self, exc)
+            return ""
+        self._eviction = None
+        raise exc
+
+    def _refuse_evicting_server(self) -> None:
+        if self._eviction and self.on_evicting_server == "raise":
+            raise StoreError(
+                f"{self._eviction}, or pass on_evicting_server='warn' to accept the risk"
+            )
 
     def _op_migrate_legacy(self) -> _Op[int]:
         old_index, old_days = f"{self.prefix}:sessions", f"{self.prefix}:u:days"
