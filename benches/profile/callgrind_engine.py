@@ -16,6 +16,8 @@ Workloads:
   * ``default ENC N`` / ``off ENC N``: the distinct English dialog texts, N passes of never-seen texts,
     through the default ``Counter`` / one with ``cache_entries=0``: what the default path
     adds to a text counted once;
+  * ``first ENC N [CORPUS]``: a fresh process's first pass over a corpus (multilingual dialog
+    unless named), the default ``Counter``; N is 0 (the tokenizer loaded on one word) or 1;
   * ``module ENC N`` / ``method ENC N``: N warm passes of the dialog texts through
     ``wf.count(t)`` / ``Counter(model="gpt-4o").count(t)`` (ENC ignored).
 """
@@ -70,6 +72,12 @@ def main() -> None:
         [counter.count(t) for t in versions[0]]
         for v in versions[1:]:
             [counter.count(t) for t in v]
+    elif what == "first":
+        texts = _corpus(sys.argv[4] if len(sys.argv) > 4 else "multilingual dialog")
+        counter = wf.Counter(encoding=encoding)
+        counter.count("a")  # the vocabulary loaded, no piece of the corpus seen
+        if n:
+            [counter.count(t) for t in texts]
     elif what in ("module", "method"):
         texts = _corpus("English dialog")
         fn = wf.count if what == "module" else wf.Counter(model="gpt-4o").count
