@@ -268,6 +268,23 @@ def test_large_batches_run_in_parallel_and_stay_exact() -> None:
     assert counter.count_many(texts) == expected
 
 
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_one_text_of_half_a_mebibyte_is_counted_in_chunks_and_stays_exact(encoding: str) -> None:
+    """From 512 KiB one text is cut where no piece crosses and counted on every core: the
+    corpus joined into one text of 512-1024 KiB, its count against tiktoken's, twice (cold
+    tables on the pool's threads, then warm)."""
+    ref = tiktoken_cl100k() if encoding == "cl100k_base" else tiktoken_o200k()
+    text = "\n".join(s.text for s in corpus())
+    while len(text.encode()) < 600 << 10:
+        text += "\n" + text
+    text = text[: 900 << 10]
+    assert 512 << 10 <= len(text.encode()) < 2 << 20
+    counter = wf.Counter(encoding=encoding, cache_entries=0)
+    expected = len(ref.encode_ordinary(text))
+    assert counter.count(text) == expected
+    assert counter.count(text) == expected
+
+
 # --------------------------------------------------------------------------- Qwen specifics
 
 

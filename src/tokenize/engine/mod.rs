@@ -64,7 +64,9 @@ const AHEAD: usize = 16;
 /// Texts this long are counted in chunks on all cores. Each core keeps its own piece table,
 /// so a text cut smaller is counted by cores that each learn its words: for source code of
 /// 32 KB to 256 KB, in chunks of 16 KB on two cores, no faster than on one (`count_serial`).
-const PARALLEL_MIN: usize = 1 << 20;
+/// From 512 KiB, in chunks of 256 KiB, a log counted again is 1.2-1.5x faster on two cores
+/// and its first pass no slower at the median (benches/RESULTS.md, 2026-11-27).
+const PARALLEL_MIN: usize = 512 << 10;
 const PARALLEL_CHUNK: usize = 256 << 10;
 
 /// `text` cut into chunks of about `size` bytes at places no piece of either pattern
