@@ -685,6 +685,14 @@ def test_a_server_that_may_evict_a_whole_session_is_refused_or_warned_of(
             store.read("s")
         with pytest.raises(StoreError, match="allkeys-lru"):
             asyncio.run(store.aappend("s", [{"role": "user", "content": "x"}]))
+
+        async def first_calls_at_once() -> list[Any]:
+            fresh = RedisStore(server.url, prefix="risky")
+            calls = [fresh.aappend(f"c{i}", [{"role": "user", "content": "x"}]) for i in range(8)]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+        outcomes = asyncio.run(first_calls_at_once())
+        assert all(isinstance(o, StoreError) and "allkeys-lru" in str(o) for o in outcomes)
         assert r.keys("risky:*") == []
         store.close()
         with caplog.at_level(logging.WARNING, logger="windowfit.store.redis"):

@@ -326,16 +326,18 @@ class RedisStore(StepStore):
 
     def _drive(self, make: Operation, session_id: str | None) -> Any:
         if self._eviction is None:
-            self._eviction = ""  # the check's own request passes
+            # every call before the verdict asks (concurrent first calls too): none runs unasked
             try:
-                self._eviction = self._drive(self._op_eviction_risk, None)
+                self._learn_eviction(self._perform(self._op_eviction_risk, None))
             except StoreError as exc:
-                self._eviction = self._eviction_unknown(exc)
+                self._learn_eviction(self._eviction_unknown(exc))
         self._refuse_evicting_server()
         if not self._legacy_checked:
             self._legacy_checked = True
-            self._drive(self._op_migrate_legacy, None)
+            self._perform(self._op_migrate_legacy, None)
+        return self._perform(make, session_id)
 
+    def _perform(self, make: Operation, session_id: str | None) -> Any:
         def execute(request: _Request) -> Any:
             for attempt in range(_ATTEMPTS):
                 try:
@@ -353,15 +355,18 @@ class RedisStore(StepStore):
 
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
         if self._eviction is None:
-            self._eviction = ""  # the check's own request passes
+            # every call before the verdict asks (concurrent first calls too): none runs unasked
             try:
-                self._eviction = await self._adrive(self._op_eviction_risk, None)
+                self._learn_eviction(await self._aperform(self._op_eviction_risk, None))
             except StoreError as exc:
-                self._eviction = self._eviction_unknown(exc)
+                self._learn_eviction(self._eviction_unknown(exc))
         self._refuse_evicting_server()
         if not self._legacy_checked:
             self._legacy_checked = True
-            await self._adrive(self._op_migrate_legacy, None)
+            await self._aperform(self._op_migrate_legacy, None)
+        return await self._aperform(make, session_id)
+
+    async def _aperform(self, make: Operation, session_id: str | None) -> Any:
         client, scripts = self._async_client()
 
         async def execute(request: _Request) -> Any:
@@ -721,19 +726,22 @@ class RedisStore(StepStore):
         return sort_rows(list(rows.values()))
 
     def _op_eviction_risk(self) -> _Op[str]:
-        """Why the server may evict this store's keys, or "". Logged once, as a warning."""
+        """Why the server may evict this store's keys, or ""."""
         reply = yield ("info", "memory")
         risks = [r for i in _node_infos(reply) if (r := eviction_risk(i, self.ttl is not None))]
         if not risks:
             return ""
-        why = (
+        return (
             f"Redis at {self.url} may evict this store's keys ({risks[0]}): a session evicted "
             "whole, its index entry with it, would be lost without a trace. Set "
             "maxmemory-policy noeviction (or no maxmemory)"
         )
-        if self.on_evicting_server == "warn":
+
+    def _learn_eviction(self, why: str) -> None:
+        """Keep the verdict; the first one that names a risk is logged, as a warning."""
+        if self._eviction is None and why and self.on_evicting_server == "warn":
             logger.warning("%s; going on as on_evicting_server='warn' asks", why)
-        return why
+        self._eviction = why
 
     def _eviction_unknown(self, exc: StoreError) -> str:
         """After ``INFO memory`` failed: "" where the server refused it (a managed server that
@@ -742,7 +750,6 @@ class RedisStore(StepStore):
         if isinstance(exc.__cause__, self._response_error):
             logger.debug("%r: INFO memory refused (%s): eviction not checked", self, exc)
             return ""
-        self._eviction = None
         raise exc
 
     def _refuse_evicting_server(self) -> None:
