@@ -12,7 +12,7 @@ nothing cut: ``--one none``):
 
 Input: the deterministic service log of bench_truncate.py (request lines, JSON, SQL,
 tracebacks, some CJK / accented names / emoji), cut to 2,000 tokens with cl100k_base.
-Contenders, each run the same number of times (best kept), in one process:
+Contenders, each run the same number of times in one process, taking turns (best kept):
 
 * windowfit ``wf.truncate`` (counter cache off) in every direction, with a marker that does not
   show the omitted count (``"\\n…\\n"``; ``""`` for the head rows compared with toktok, which
@@ -51,14 +51,17 @@ BARE = "\n…\n"
 SIZES = {"1MB": 1_000_000, "10MB": 10_000_000, "100MB": 100_000_000}
 
 
-def best(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    """(best seconds, last result) over ``runs`` calls."""
-    t, out = float("inf"), None
+def best_in_turns(timed: list[tuple[str, Callable[[], Any]]], runs: int) -> dict[str, float]:
+    """Each contender's best seconds over ``runs`` calls, the contenders taking turns (call k
+    of each before call k + 1 of any): the machine's speed drifts by tens of percent within
+    minutes, and back-to-back calls would let a slow phase fall on one contender."""
+    out = {name: float("inf") for name, _ in timed}
     for _ in range(runs):
-        s = time.perf_counter()
-        out = fn()
-        t = min(t, time.perf_counter() - s)
-    return t, out
+        for name, fn in timed:
+            s = time.perf_counter()
+            fn()
+            out[name] = min(out[name], time.perf_counter() - s)
+    return out
 
 
 def fmt(s: float) -> str:
@@ -143,10 +146,8 @@ def main() -> None:
     for size in args.sizes:
         text = b.log_text(SIZES[size])
         check_peers(text, c, enc)
-        results[size] = {}
-        for name, fn in contenders(text, c, enc):
-            t, _ = best(fn, args.runs)
-            results[size][name] = t
+        results[size] = best_in_turns(contenders(text, c, enc), args.runs)
+        for name, t in results[size].items():
             print(f"  {size} {name}: {fmt(t)}", file=sys.stderr)
 
     label = f" ({args.label} build)" if args.label else ""
@@ -154,7 +155,7 @@ def main() -> None:
     print(f"### Truncation{label}\n")
     print(
         f"A service log cut to {LIMIT:,} tokens (cl100k_base), best of {args.runs} runs per "
-        f"contender, Python {platform.python_version()}, {platform.machine()}, "
+        f"contender (taking turns), Python {platform.python_version()}, {platform.machine()}, "
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the end. *vs toktok*: toktok's time / "
         "this row's (above 1: faster than toktok).\n"
     )
