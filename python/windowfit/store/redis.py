@@ -129,12 +129,12 @@ def eviction_risk(info: Mapping[str, Any], expiring: bool) -> str | None:
 
 
 def _node_infos(reply: Any) -> list[Mapping[str, Any]]:
-    """The ``INFO`` replies of a server, or of each node of a cluster (a mapping by node)."""
+    """The ``INFO`` reply of a server, or each node's of a cluster's (a mapping by node);
+    none for no reply (``INFO`` refused)."""
     if not isinstance(reply, Mapping):
         return []
-    if "maxmemory_policy" in reply or not all(isinstance(v, Mapping) for v in reply.values()):
-        return [reply]
-    return [v for v in reply.values() if isinstance(v, Mapping)]
+    nodes = list(reply.values())
+    return nodes if nodes and all(isinstance(v, Mapping) for v in nodes) else [reply]
 
 
 def _op_id_of(request: _Request) -> str | None:
@@ -219,7 +219,7 @@ class RedisStore(StepStore):
         # again, since each write carries its operation id and the scripts skip a known one
         self._lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
         self._legacy_checked = self.cluster  # the previous layout never ran on a cluster
-        # why the server may evict this store's keys ("" none, None not asked yet)
+        # why the server may evict this store's keys ("" it may not, None not known yet)
         self._eviction: str | None = None
 
     def _probe_cluster(self, redis: Any, url: str, kwargs: dict[str, Any]) -> bool:
@@ -325,19 +325,6 @@ class RedisStore(StepStore):
         )
 
     def _drive(self, make: Operation, session_id: str | None) -> Any:
-        if self._eviction is None:
-            # every call before the verdict asks (concurrent first calls too): none runs unasked
-            try:
-                self._learn_eviction(self._perform(self._op_eviction_risk, None))
-            except StoreError as exc:
-                self._learn_eviction(self._eviction_unknown(exc))
-        self._refuse_evicting_server()
-        if not self._legacy_checked:
-            self._legacy_checked = True
-            self._perform(self._op_migrate_legacy, None)
-        return self._perform(make, session_id)
-
-    def _perform(self, make: Operation, session_id: str | None) -> Any:
         def execute(request: _Request) -> Any:
             for attempt in range(_ATTEMPTS):
                 try:
@@ -348,25 +335,12 @@ class RedisStore(StepStore):
                     logger.warning("%r: %s; retrying", self, exc)
                     time.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
-                    raise self._map_error(exc, session_id) from exc
+                    return self._answered_with_error(request, exc, session_id)
             raise InternalError("unreachable")  # pragma: no cover
 
-        return run_steps(make(), execute)
+        return run_steps(self._op_ready(make), execute)
 
     async def _adrive(self, make: Operation, session_id: str | None) -> Any:
-        if self._eviction is None:
-            # every call before the verdict asks (concurrent first calls too): none runs unasked
-            try:
-                self._learn_eviction(await self._aperform(self._op_eviction_risk, None))
-            except StoreError as exc:
-                self._learn_eviction(self._eviction_unknown(exc))
-        self._refuse_evicting_server()
-        if not self._legacy_checked:
-            self._legacy_checked = True
-            await self._aperform(self._op_migrate_legacy, None)
-        return await self._aperform(make, session_id)
-
-    async def _aperform(self, make: Operation, session_id: str | None) -> Any:
         client, scripts = self._async_client()
 
         async def execute(request: _Request) -> Any:
@@ -382,10 +356,20 @@ class RedisStore(StepStore):
                     logger.warning("%r: %s; retrying", self, exc)
                     await asyncio.sleep(_BACKOFF * 2**attempt)
                 except (*self._errors, UnicodeDecodeError) as exc:
-                    raise self._map_error(exc, session_id) from exc
+                    return self._answered_with_error(request, exc, session_id)
             raise InternalError("unreachable")  # pragma: no cover
 
-        return await arun_steps(make(), execute)
+        return await arun_steps(self._op_ready(make), execute)
+
+    def _answered_with_error(
+        self, request: _Request, exc: Exception, session_id: str | None
+    ) -> None:
+        """A request the server refused: ``INFO`` (some managed servers rename it) tells
+        nothing, None; any other raises its mapped error."""
+        if request[0] == "info" and isinstance(exc, self._response_error):
+            logger.debug("%r: INFO refused (%s): eviction not checked", self, exc)
+            return None
+        raise self._map_error(exc, session_id) from exc
 
     def _execute(self, client: Any, scripts: dict[str, Any], request: _Request) -> Any:
         kind = request[0]
@@ -725,38 +709,37 @@ class RedisStore(StepStore):
                         add(d, row_model, metric, v)
         return sort_rows(list(rows.values()))
 
-    def _op_eviction_risk(self) -> _Op[str]:
-        """Why the server may evict this store's keys, or ""."""
-        reply = yield ("info", "memory")
-        risks = [r for i in _node_infos(reply) if (r := eviction_risk(i, self.ttl is not None))]
-        if not risks:
-            return ""
-        return (
-            f"Redis at {self.url} may evict this store's keys ({risks[0]}): a session evicted "
-            "whole, its index entry with it, would be lost without a trace. Set "
-            "maxmemory-policy noeviction (or no maxmemory)"
-        )
-
-    def _learn_eviction(self, why: str) -> None:
-        """Keep the verdict; the first one that names a risk is logged, as a warning."""
-        if self._eviction is None and why and self.on_evicting_server == "warn":
-            logger.warning("%s; going on as on_evicting_server='warn' asks", why)
-        self._eviction = why
-
-    def _eviction_unknown(self, exc: StoreError) -> str:
-        """After ``INFO memory`` failed: "" where the server refused it (a managed server that
-        renames it: nothing to learn); where it did not answer, the error, raised for the call
-        (nothing of it was sent), and the question is asked again next call."""
-        if isinstance(exc.__cause__, self._response_error):
-            logger.debug("%r: INFO memory refused (%s): eviction not checked", self, exc)
-            return ""
-        raise exc
-
-    def _refuse_evicting_server(self) -> None:
+    def _op_ready(self, make: Operation) -> _Op[Any]:
+        """``make``'s operation, after what a store checks before its calls run. Until the
+        server has said whether it may evict this store's keys, every call asks (concurrent
+        first calls too: none runs unasked), and where it may, calls are refused unless
+        ``on_evicting_server="warn"``; the first call moves keys of the previous layout."""
+        if self._eviction is None:
+            self._learn_eviction((yield ("info", "memory")))
         if self._eviction and self.on_evicting_server == "raise":
             raise StoreError(
                 f"{self._eviction}, or pass on_evicting_server='warn' to accept the risk"
             )
+        if not self._legacy_checked:
+            self._legacy_checked = True
+            yield from self._op_migrate_legacy()
+        return (yield from make())
+
+    def _learn_eviction(self, reply: Any) -> None:
+        """Keep why the server answering ``INFO memory`` with ``reply`` may evict this store's
+        keys ("" where it may not, or did not say); the first risk found is logged, as a
+        warning, where the store runs on."""
+        risks = [r for i in _node_infos(reply) if (r := eviction_risk(i, self.ttl is not None))]
+        why = (
+            f"Redis at {self.url} may evict this store's keys ({risks[0]}): a session evicted "
+            "whole, its index entry with it, would be lost without a trace. Set "
+            "maxmemory-policy noeviction (or no maxmemory)"
+            if risks
+            else ""
+        )
+        if self._eviction is None and why and self.on_evicting_server == "warn":
+            logger.warning("%s; going on as on_evicting_server='warn' asks", why)
+        self._eviction = why
 
     def _op_migrate_legacy(self) -> _Op[int]:
         old_index, old_days = f"{self.prefix}:sessions", f"{self.prefix}:u:days"
