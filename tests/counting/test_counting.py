@@ -269,8 +269,9 @@ def test_large_batches_run_in_parallel_and_stay_exact() -> None:
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
-def test_one_text_of_half_a_mebibyte_is_counted_in_chunks_and_stays_exact(encoding: str) -> None:
-    """From 512 KiB one text is cut where no piece crosses and counted on every core: the
+def test_one_text_of_512_kib_to_1_mib_stays_exact(encoding: str) -> None:
+    """The sizes the engine counts in chunks on every core from 512 KiB (its cutting itself
+    is held by ``chunked_count_equals_serial_count`` in ``src/tokenize/engine/mod.rs``): the
     corpus joined into one text of 512-1024 KiB, its count against tiktoken's, twice (cold
     tables on the pool's threads, then warm)."""
     ref = tiktoken_cl100k() if encoding == "cl100k_base" else tiktoken_o200k()

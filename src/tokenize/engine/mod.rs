@@ -320,6 +320,8 @@ mod tests {
             assert_eq!(enc.count(&text), serial, "{name}");
             assert_eq!(enc.encode(&text).unwrap().len(), serial, "{name}");
         }
+        // A text just at the threshold is cut too: the threshold is worth its chunks.
+        assert!(chunks(&unit.repeat(PARALLEL_MIN / unit.len() + 1), PARALLEL_CHUNK).len() >= 2);
         // No cut point: one chunk.
         assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
     }
