@@ -26,7 +26,8 @@ Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, 
 
 Corpora (built from installed packages, nothing downloaded): English dialog and
 multilingual dialog (``chatterbot-corpus`` conversations, short texts) and source code (the
-standard library's ``.py`` files, one text per file).
+standard library's ``.py`` files, one text per file); on request (``--corpora``) all source
+code (25 MB) and long log texts (four 750 KB slices of ``bench_truncate.py``'s service log).
 
 Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
   * exactness first: a fresh process counts the corpus and compares every count with tiktoken
@@ -82,8 +83,20 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     # every .py file of the standard library's top two levels (about 25 MB): big enough that
     # every peer spreads a batch over 16 cores (gigatoken encodes a 2 MB batch on one thread)
     "all source code": lambda: code(limit=1 << 40),
+    # four texts of 750 KB (a service log): one text between 512 KiB and 1 MiB, which the
+    # engine counts in chunks on every core and fastokens spreads over its workers
+    "long log texts": lambda: long_logs(4, 750_000),
 }
 DEFAULT_CORPORA = ("English dialog", "multilingual dialog", "source code")
+
+
+def long_logs(count: int, size: int) -> list[str]:
+    """``count`` consecutive slices of ``size`` characters of ``bench_truncate``'s service log."""
+    sys.path.insert(0, str(HERE.parent / "suites"))
+    from bench_truncate import log_text
+
+    log = log_text(count * size)
+    return [log[k * size : (k + 1) * size] for k in range(count)]
 
 
 def cut(texts: list[str], quick: bool) -> list[str]:
