@@ -34,6 +34,11 @@ COUNTER = wf.Counter(model="gpt-4o")
         (("糯米",), "我家的兔子叫年糕。", 0.0),
         (("2022年1月6日",), "[2022年1月6日 16:13] 你好", 1.0),
         ((), "anything", 1.0),
+        (("Taxi Driver",), "a film called Taxi Driver.", 1.0),  # a phrase: as a whole
+        (("taxi driver",), "a taxi. Driver", 0.0),
+        (("Guns N' Roses",), "bands like Guns N' Roses and AC/DC", 1.0),
+        (("Guns N' Roses",), "bands like Guns N' Rosesy", 0.0),
+        (("摔跤吧！爸爸",), "电影《摔跤吧！爸爸》", 1.0),
     ],
 )
 def test_word_recall(words: tuple[str, ...], text: str, expected: float) -> None:
@@ -193,3 +198,59 @@ def test_memorybank_joined_suite_is_every_user_in_turn(tmp_path: Path) -> None:
     assert [q for q, _ in conv.questions] == ["What did I bake?", "Where did I go on May 1?"]
     assert "focaccia" in conv.questions[0][1] and "lisbon" in conv.questions[1][1]
     assert er.find_memorybank(str(tmp_path / "absent")) is None
+
+
+def test_memorybank_questions_take_their_annotated_answers(tmp_path: Path) -> None:
+    """With an answer file, each question is scored by its annotated terms, an unanswerable
+    one is left out, and a user named with stray spaces in one file is still matched."""
+    import json
+
+    import eval_recall as er
+
+    data = {
+        " bob ": {"history": {"2023-04-29": [{"query": "I saw Taxi Driver", "response": "ok"}]}}
+    }
+    (tmp_path / "memory_bank_en.json").write_text(json.dumps(data), "utf-8")
+    (tmp_path / "probing_questions_en.jsonl").write_text(
+        json.dumps({"bob": ["Which film did I see?", "What did I eat?"]}), "utf-8"
+    )
+    rows = [
+        {"language": "en", "user": "bob", "index": 0, "answerable": True, "terms": ["Taxi Driver"]},
+        {"language": "en", "user": "bob", "index": 1, "answerable": False, "terms": []},
+    ]
+    answers_file = tmp_path / "answers.jsonl"
+    answers_file.write_text("\n".join(json.dumps(r) for r in rows), "utf-8")
+    [conv] = er.memorybank_conversations(tmp_path, "en", er.load_answers(answers_file))
+    assert conv.questions == [("Which film did I see?", ("Taxi Driver",))]
+    [proxy] = er.memorybank_conversations(tmp_path, "en")
+    assert len(proxy.questions) == 2  # the proxy answers every question
+
+
+@pytest.mark.parametrize("name", ["memorybank_answers.jsonl", "memorybank_answers_second.jsonl"])
+def test_annotated_answers_are_verbatim_from_the_real_dialogs(name: str) -> None:
+    """Every annotated term occurs in its user's history, on the question as the data has it."""
+    import json
+
+    import eval_recall as er
+
+    folder = er.find_memorybank(None)
+    if folder is None:
+        pytest.skip("shared/data/dialogs-memorybank/ is absent (the real MemoryBank dialogs)")
+    rows = [json.loads(line) for line in (er.ANSWERS.parent / name).read_text("utf-8").splitlines()]
+    assert len(rows) == 200
+    for language, suffix in (("zh", "cn"), ("en", "en")):
+        raw = json.loads((folder / f"memory_bank_{suffix}.json").read_text("utf-8"))
+        histories = {
+            user.strip(): "\n".join(
+                f"{e['query']}\n{e['response']}" for day in rec["history"].values() for e in day
+            )
+            for user, rec in raw.items()
+        }
+        questions = {}
+        for line in (folder / f"probing_questions_{suffix}.jsonl").read_text("utf-8").splitlines():
+            questions.update((u.strip(), qs) for u, qs in json.loads(line).items())
+        for row in (r for r in rows if r["language"] == language):
+            assert questions[row["user"]][row["index"]] == row["question"]
+            assert row["answerable"] == bool(row["terms"])
+            for term in row["terms"]:
+                assert term in histories[row["user"]], (row["user"], row["index"], term)

@@ -93,17 +93,25 @@ def word_recall(answer_words: Sequence[str], text: str) -> float:
     """The share of ``answer_words`` present in ``text``.
 
     A Latin word or number must be a whole word of the text (case-insensitive: ``"rome"``
-    is not found in ``"Romeo"``); a word with Chinese characters, which has no spaces to
-    delimit it, must occur as a substring. No words means nothing to miss: 1.0.
+    is not found in ``"Romeo"``), a phrase of several ("Taxi Driver") a whole phrase; a word
+    with Chinese characters, which has no spaces to delimit it, must occur as a substring. No
+    words means nothing to miss: 1.0.
     """
     if not answer_words:
         return 1.0
     words = {w.lower() for w in _WORD_RE.findall(text)}
     lowered = text.lower()
-    found = sum(
-        1 for w in answer_words if (w in lowered if _CJK_RE.search(w) else w.lower() in words)
-    )
+    found = sum(1 for w in answer_words if _holds(w, words, lowered))
     return found / len(answer_words)
+
+
+def _holds(term: str, words: set[str], lowered: str) -> bool:
+    if _CJK_RE.search(term):
+        return term.lower() in lowered
+    if _WORD_RE.fullmatch(term):
+        return term.lower() in words
+    phrase = r"(?<![A-Za-z0-9])" + re.escape(term.lower()) + r"(?![A-Za-z0-9])"
+    return re.search(phrase, lowered) is not None
 
 
 def pairing_ok(messages: Sequence[Message]) -> bool:

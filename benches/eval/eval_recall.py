@@ -19,9 +19,10 @@ are a prefix shared with the previous prompt (what a provider's prompt cache ser
 each question is asked at the end, as the latest user message, from the end-of-conversation
 state (each question on its own): the **per-question answer-word recall** is the share of the
 question's answer words found in the prompt, with budget, pairing and "question is the last
-message" checked on every prompt. **End of conversation**: a closing recap request instead of
-a question, scored over all questions' answer words (the summary's figure against the plain
-window's).
+message" checked on every prompt. **End of conversation**, scored over all questions' answer words against the plain window:
+with a closing recap request instead of a question (*recap asked*), and the prompt of the
+conversation's own last call (*last turn*: nothing asked, what a conversation that simply
+ends leaves in the prompt).
 
 Suites:
 
@@ -29,10 +30,15 @@ Suites:
   Chinese with questions and their answer words, an 8k window.
 - **memorybank** (``shared/data/dialogs-memorybank``): real Chinese and English multi-day
   dialogs with probing questions but no reference answers, a 2k window (they are 3-6k tokens).
-  Answer words are a *proxy*: the evidence exchange is the one sharing most content words
-  with the question (on the day the question names, if it names one), and its answer words
-  are its rarest content words that the question does not contain. The figure is a sanity
-  check on real text, not an independent measure.
+  The answers are annotated (``memorybank_answers.jsonl``, written by reading each user's
+  history: the terms a correct answer holds, verbatim from the history; a second, separate
+  annotation in ``memorybank_answers_second.jsonl``, chosen with ``--answers``); 199 of the
+  200 questions are answerable. ``--proxy-answers`` scores by the earlier *proxy* instead:
+  the evidence exchange is the one sharing most content words with the question (on the day
+  the question names, if it names one), and its answer words are its rarest content words
+  that the question does not contain. The proxy rewards generic words ("wonderful", "day")
+  and, in Chinese, pairs of characters across words ("些电" of "一些电影"): the annotated
+  figures are the ones to read.
 - **memorybank-joined**: the same data as one long real conversation per language: every
   user's days one after the other (each message keeps its date, moved after the previous
   user's last day, and so does the day a question names), all users' probing questions
@@ -84,6 +90,7 @@ class Conversation:
 class Figures:
     recall: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in POLICIES})
     closing: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in POLICIES})
+    last_turn: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in POLICIES})
     cached_share: dict[str, list[float]] = field(default_factory=dict)
     prefix_full: dict[str, list[float]] = field(default_factory=dict)
     violations: dict[str, int] = field(default_factory=lambda: {p: 0 for p in POLICIES})
@@ -93,6 +100,7 @@ class Figures:
         for mine, theirs in (
             (self.recall, other.recall),
             (self.closing, other.closing),
+            (self.last_turn, other.last_turn),
             (self.cached_share, other.cached_share),
             (self.prefix_full, other.prefix_full),
         ):
@@ -176,13 +184,42 @@ def _proxy_answer(
     return tuple(words[:6])
 
 
-def memorybank_conversations(folder: Path, language: str) -> list[Conversation]:
+#: Reference answers to the MemoryBank probing questions, written by reading each user's
+#: history: per question the terms (names, titles, places, things) a correct answer holds,
+#: each copied verbatim from the history, or ``answerable: false`` where the history holds no
+#: answer (those questions are left out). Two annotations made apart from each other (the
+#: second, ``--answers``, shares a term with the first on 184 of the 200 questions): a figure
+#: that moves between them is within the annotators' disagreement.
+ANSWERS = Path(__file__).resolve().parent / "memorybank_answers.jsonl"
+SECOND_ANSWERS = ANSWERS.with_name("memorybank_answers_second.jsonl")
+
+Answers = dict[tuple[str, str, int], tuple[str, ...] | None]
+
+
+def load_answers(path: Path = ANSWERS) -> Answers:
+    """``(language, user, question index) -> terms`` (None: not answerable)."""
+    out: Answers = {}
+    for line in path.read_text("utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            terms = tuple(row["terms"]) if row["answerable"] else None
+            out[(row["language"], row["user"], int(row["index"]))] = terms
+    return out
+
+
+def memorybank_conversations(
+    folder: Path, language: str, answers: Answers | None = None
+) -> list[Conversation]:
+    """Per user, the history and the probing questions, each with its annotated answer terms
+    (``answers``; unanswerable questions left out) or, without ``answers``, its proxy answer."""
     suffix = "cn" if language == "zh" else "en"
-    data = json.loads((folder / f"memory_bank_{suffix}.json").read_text("utf-8"))
+    # some user names carry stray spaces in one file and not the other (" Roland " / "Roland")
+    raw = json.loads((folder / f"memory_bank_{suffix}.json").read_text("utf-8"))
+    data = {user.strip(): record for user, record in raw.items()}
     questions: dict[str, list[str]] = {}
     for line in (folder / f"probing_questions_{suffix}.jsonl").read_text("utf-8").splitlines():
         if line.strip():
-            questions.update(json.loads(line))
+            questions.update((u.strip(), qs) for u, qs in json.loads(line).items())
     out = []
     zh = language == "zh"
     for user, record in data.items():
@@ -199,7 +236,13 @@ def memorybank_conversations(folder: Path, language: str) -> list[Conversation]:
         df: Tally[str] = Tally()
         for _, text in exchanges:
             df.update(set(_content_words(text, zh)))
-        qs = [(q, _proxy_answer(q, exchanges, zh, df)) for q in questions[user]]
+        if answers is None:
+            qs = [(q, _proxy_answer(q, exchanges, zh, df)) for q in questions[user]]
+        else:
+            annotated = (
+                (q, answers.get((language, user, k))) for k, q in enumerate(questions[user])
+            )
+            qs = [(q, terms) for q, terms in annotated if terms]
         out.append(Conversation(f"memorybank {user}/{language}", language, messages, qs))
     return out
 
@@ -223,17 +266,17 @@ def _shift_question(question: str, days: int) -> str:
     return _MONTH_DAY.sub(write, question, count=1)
 
 
-def joined_conversations(folder: Path) -> list[Conversation]:
+def joined_conversations(folder: Path, answers: Answers | None = None) -> list[Conversation]:
     """Per language, every user's days one after the other as one long conversation: each
     user's dates (and the day a question names) moved after the previous user's last day, so
     the dates keep increasing as in a real conversation of months; every user's questions at
-    the end, each with the proxy answer of its own user's exchanges."""
+    the end, each with its annotated answer or the proxy answer of its own user's exchanges."""
     out = []
     for language in ("zh", "en"):
         messages: list[Message] = []
         questions: list[tuple[str, tuple[str, ...]]] = []
         shift = 0
-        for conv in memorybank_conversations(folder, language):
+        for conv in memorybank_conversations(folder, language, answers):
             dates = sorted({str(m["date"]) for m in conv.messages})
             messages += [{**m, "date": _shifted(str(m["date"]), shift)} for m in conv.messages]
             questions += [(_shift_question(q, shift), words) for q, words in conv.questions]
@@ -257,7 +300,7 @@ def _manager(window: int, counter: Any, recall: bool, ratio: float | None) -> wf
 
 
 def _final_state(cm: wf.ContextManager, messages: list[Message], counter: Any, budget: int):
-    """Replay call by call; returns (calls, the state at the end)."""
+    """Replay call by call; returns (calls, the last call's prompt, the state at the end)."""
     state: dict[str, Any] | None = None
 
     def policy(history: list[Message]) -> list[Message]:
@@ -267,8 +310,8 @@ def _final_state(cm: wf.ContextManager, messages: list[Message], counter: Any, b
         return list(p.messages)
 
     calls = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    recorded, _ = replay(messages, calls, policy, counter, budget)
-    return recorded, state
+    recorded, last = replay(messages, calls, policy, counter, budget)
+    return recorded, last, state
 
 
 def evaluate(conv: Conversation, window: int, counter: Any, ratio: float | None) -> Figures:
@@ -279,8 +322,15 @@ def evaluate(conv: Conversation, window: int, counter: Any, ratio: float | None)
     }
     budget = window - managers["summary"].output_reserve
     states: dict[str, Any] = {}
+    everything = [w for _, ws in conv.questions for w in ws]
+    turns = [i for i, m in enumerate(conv.messages) if m["role"] == "assistant"]
+    before_last = conv.messages[: turns[-1]] if turns else conv.messages
+    fig.last_turn["whole"].append(word_recall(everything, prompt_text(before_last)))
+    window_last = list(wf.fit(before_last, budget, counter=counter).messages)
+    fig.last_turn["window"].append(word_recall(everything, prompt_text(window_last)))
     for name, cm in managers.items():
-        calls, states[name] = _final_state(cm, conv.messages, counter, budget)
+        calls, last, states[name] = _final_state(cm, conv.messages, counter, budget)
+        fig.last_turn[name].append(word_recall(everything, prompt_text(last)))
         later = calls[1:] or calls
         fig.cached_share[name] = [c.tokens_cached / max(1, c.tokens_sent) for c in later]
         fig.prefix_full[name] = [float(c.prefix_full) for c in later]
@@ -308,7 +358,6 @@ def evaluate(conv: Conversation, window: int, counter: Any, ratio: float | None)
             fig.violations[name] += not ok
             fig.recall[name].append(word_recall(words, prompt_text(prompt)))
     closing = {"role": "user", "content": _CLOSING[conv.language]}
-    everything = [w for _, ws in conv.questions for w in ws]
     for name in POLICIES:
         prompt = prompt_for(name, [*conv.messages, closing])
         fig.closing[name].append(word_recall(everything, prompt_text(prompt)))
@@ -328,12 +377,17 @@ def summarize(fig: Figures) -> dict[str, Any]:
             "recall": r,
             "share_of_whole": (r / whole) if r is not None and whole else None,
             "closing_recall": _mean(fig.closing[name]),
+            "last_turn_recall": _mean(fig.last_turn[name]),
             "cached_share": _mean(fig.cached_share.get(name, [])),
             "prefix_reuse": _mean(fig.prefix_full.get(name, [])),
             "violations": fig.violations[name],
         }
     out["closing_gain_over_window"] = {
         name: (out[name]["closing_recall"] or 0.0) - (out["window"]["closing_recall"] or 0.0)
+        for name in ("summary", "summary+recall")
+    }
+    out["last_turn_gain_over_window"] = {
+        name: (out[name]["last_turn_recall"] or 0.0) - (out["window"]["last_turn_recall"] or 0.0)
         for name in ("summary", "summary+recall")
     }
     out["mean_units_recalled"] = _mean([float(n) for n in fig.recalled_units])
@@ -407,22 +461,24 @@ def _fmt(v: Any) -> str:
 def table(title: str, s: dict[str, Any]) -> str:
     lines = [
         f"| {title} ({s['questions']} questions) | per-question recall | share of whole "
-        "| end-of-conversation recall | prefix share (tokens) | prefix reuse (calls) "
-        "| bad prompts |",
-        "|---|---|---|---|---|---|---|",
+        "| end-of-conversation recall (recap asked) | last turn (nothing asked) "
+        "| prefix share (tokens) | prefix reuse (calls) | bad prompts |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in POLICIES:
         f = s[name]
         lines.append(
             f"| {name} | {_fmt(f['recall'])} | {_fmt(f['share_of_whole'])} "
-            f"| {_fmt(f['closing_recall'])} | {_fmt(f['cached_share'])} "
+            f"| {_fmt(f['closing_recall'])} | {_fmt(f['last_turn_recall'])} "
+            f"| {_fmt(f['cached_share'])} "
             f"| {_fmt(f['prefix_reuse'])} | {f['violations']} |"
         )
-    gains = s["closing_gain_over_window"]
+    gains, last = s["closing_gain_over_window"], s["last_turn_gain_over_window"]
     lines.append(
-        f"\nend of conversation over the plain window: summary {gains['summary']:+.3f}, "
-        f"summary+recall {gains['summary+recall']:+.3f}; units recalled per question: "
-        f"{_fmt(s['mean_units_recalled'])}"
+        f"\nend of conversation over the plain window, recap asked: summary "
+        f"{gains['summary']:+.3f}, summary+recall {gains['summary+recall']:+.3f}; last turn: "
+        f"summary {last['summary']:+.3f}, summary+recall {last['summary+recall']:+.3f}; "
+        f"units recalled per question: {_fmt(s['mean_units_recalled'])}"
     )
     return "\n".join(lines)
 
@@ -475,6 +531,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--timing", type=int, default=0, help="prepare time on N messages (0: skip)"
     )
     parser.add_argument("--runs", type=int, default=30, help="timed calls for --timing")
+    parser.add_argument(
+        "--answers",
+        type=Path,
+        default=ANSWERS,
+        help=f"the MemoryBank answer file (default {ANSWERS.name}; {SECOND_ANSWERS.name} "
+        "is the second annotation)",
+    )
+    parser.add_argument(
+        "--proxy-answers",
+        action="store_true",
+        help="MemoryBank questions scored by proxy answer words, not the annotated answers",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -488,14 +556,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             convs, args.window, counter, args.ratio, log
         )
     folder = None if args.no_memorybank else find_memorybank(args.memorybank)
+    answers = None if args.proxy_answers else load_answers(args.answers)
+    answered = "proxy answers" if answers is None else f"answers of {args.answers.name}"
+    result["memorybank_answers"] = answered
     if folder is not None:
-        convs = [c for lang in ("zh", "en") for c in memorybank_conversations(folder, lang)]
+        convs = [
+            c for lang in ("zh", "en") for c in memorybank_conversations(folder, lang, answers)
+        ]
         result["memorybank"], result["memorybank_by_language"] = run_suite(
             convs, args.memorybank_window, counter, args.ratio, log
         )
         if args.joined_window:
             result["memorybank_joined"], result["memorybank_joined_by_language"] = run_suite(
-                joined_conversations(folder), args.joined_window, counter, args.ratio, log
+                joined_conversations(folder, answers), args.joined_window, counter, args.ratio, log
             )
     elif not args.no_memorybank:
         print(
@@ -513,10 +586,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = [f"$ {result['command']}  ({result['seconds']} s)", ""]
     for key, title in (
         ("dialogs", f"dialogs, {args.window} window"),
-        ("memorybank", f"MemoryBank (proxy answers), {args.memorybank_window} window"),
+        ("memorybank", f"MemoryBank ({answered}), {args.memorybank_window} window"),
         (
             "memorybank_joined",
-            f"MemoryBank users joined (proxy answers), {args.joined_window} window",
+            f"MemoryBank users joined ({answered}), {args.joined_window} window",
         ),
     ):
         if key in result:

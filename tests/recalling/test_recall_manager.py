@@ -110,6 +110,38 @@ def test_a_message_the_prompt_already_covers_recalls_nothing() -> None:
     assert p.stats["recalled"] == [] and p.stats["tokens_recall"] == 0
 
 
+def test_a_question_whose_words_the_window_holds_in_passing_still_recalls() -> None:
+    # every word of the question is somewhere in the window, one or two per remark: the term
+    # count calls it covered, but the evicted exchange matches it far better than any of them
+    fact = chat(
+        {0: ("I like to listen to jazz music of every kind, Miles Davis most of all.", "Noted!")},
+        1,
+    )
+    remarks = [
+        "The radio music was loud today.",
+        "I'd like some tea now.",
+        "Listen, the rain has started.",
+        "That was kind of you.",
+    ]
+    window = [
+        {"role": role, "content": text}
+        for r in remarks
+        for role, text in (("user", r), ("assistant", "Indeed."))
+    ]
+    ask = {"role": "user", "content": "What kind of music do I like to listen to?"}
+    history = [*fact, *chat({}, 40), *window, ask]
+    shown = list(range(len(history) - len(window) - 1, len(history)))
+    prompt = [history[k] for k in shown]
+    inp = RecallInput(
+        history, prompt, shown, COUNTER.count_messages(prompt), 1500, len(history) - 1, "", 0, {}
+    )
+    terms, held, _ = _core.RecallIndex().coverage(history, ask["content"], shown[:-1], "")
+    assert held == terms  # the term count alone holds it covered
+    out = recall_stage(recall_settings(True, 0.3, None), COUNTER, inp)
+    assert "Miles Davis" in text(out.prompt), out.stats["recall_reason"]
+    assert out.prompt[-1] is ask and out.tokens <= 1500
+
+
 def test_nothing_evicted_nothing_recalled() -> None:
     p = manager().prepare(chat(FACTS, 3), None)
     assert p.stats["recalled"] == [] and p.stats["recall_reason"] == "nothing has left the window"
