@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 import windowfit as wf
+from windowfit import _core
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dialogs import generate_dialogs  # noqa: E402
@@ -429,6 +430,15 @@ def timed_question(n: int, counter: Any, window: int) -> tuple[Any, list[Message
     return cm, history, state, asked
 
 
+def _day_question(history: list[Message]) -> Message:
+    """A question naming the day the history's first session was held (long evicted): the
+    day's messages are found by their session stamps, whatever its words."""
+    day = next(d for m in history for d in _core.recall_named_days(str(m.get("content"))))
+    year, month, date = day
+    when = f"{dt.date(year or 2000, month, date):%B} {date}" + (f", {year}" if year else "")
+    return {"role": "user", "content": f"What did we talk about on {when}?"}
+
+
 def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
     """p50 / p90 of single warm ``prepare`` calls on an ``n``-message history."""
     cm, history, state, asked = timed_question(n, counter, window)
@@ -437,6 +447,7 @@ def timing(n: int, counter: Any, window: int, runs: int) -> dict[str, Any]:
     out["question_units"] = len(cm.prepare([*history, asked], state).stats.get("recalled") or ())
     for label, ask in (
         ("question", asked),
+        ("day named", _day_question(history)),
         ("chit-chat", {"role": "user", "content": "Thanks, that helps a lot!"}),
     ):
         times = []

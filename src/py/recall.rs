@@ -14,7 +14,7 @@ use super::text::{text_from_str, Text};
 use crate::count::{Message, MessageFormat};
 use crate::message::MessageInfo;
 use crate::recall::units::{self, Turns};
-use crate::recall::{asks, doc_texts, terms, CoverUnit, RecallIndex};
+use crate::recall::{asks, dates, doc_texts, terms, CoverUnit, RecallIndex};
 use rustc_hash::{FxHashMap, FxHashSet};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -363,6 +363,26 @@ fn recall_asks(text: &Bound<'_, PyString>) -> PyResult<bool> {
     guarded("recall_asks", || Ok(asks::asks(text.as_ref())))
 }
 
+/// The calendar days `text` names, in order, each once: `(year or None, month, day)`.
+#[pyfunction]
+fn recall_named_days(text: &Bound<'_, PyString>) -> PyResult<Vec<(Option<u16>, u8, u8)>> {
+    let text = text_from_str(text);
+    guarded("recall_named_days", || {
+        Ok(dates::named_days(text.as_ref()).into_iter().map(|d| (d.year, d.month, d.day)).collect())
+    })
+}
+
+/// For each of `stamps` (session dates or timestamps), whether it falls on a day `query`
+/// names.
+#[pyfunction]
+fn recall_on_named_days(query: &Bound<'_, PyString>, stamps: Vec<String>) -> PyResult<Vec<bool>> {
+    let query = text_from_str(query);
+    guarded("recall_on_named_days", || {
+        let stamps: Vec<&str> = stamps.iter().map(String::as_str).collect();
+        Ok(dates::on_named_days(query.as_ref(), &stamps))
+    })
+}
+
 /// Whether a user message asks to go over the conversation as a whole (a recap).
 #[pyfunction]
 fn recall_recaps(text: &Bound<'_, PyString>) -> PyResult<bool> {
@@ -376,5 +396,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recall_units, m)?)?;
     m.add_function(wrap_pyfunction!(recall_asks, m)?)?;
     m.add_function(wrap_pyfunction!(recall_recaps, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_named_days, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_on_named_days, m)?)?;
     Ok(())
 }

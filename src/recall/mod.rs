@@ -9,6 +9,7 @@
 //! query's up to [`MAX_QUERY_BYTES`], keeping its [`MAX_QUERY_TERMS`] rarest terms.
 
 pub mod asks;
+pub mod dates;
 pub mod terms;
 pub mod units;
 

@@ -365,3 +365,49 @@ def test_cover_checks_one_cost_and_one_join_per_span() -> None:
         ix.cover(msgs, [(0, 2), (2, 4)], [10], [False, True], "", 100, 5)
     assert isinstance(info.value, ValueError)
     assert ix.cover(msgs, [(0, 2), (2, 4)], [10, 10], [False, True], "", 100, 5)
+
+
+def _days(stamp: Any, count: int = 30) -> list[dict[str, Any]]:
+    """One exchange per day, each message carrying the day ``stamp(day)`` names."""
+    msgs: list[dict[str, Any]] = []
+    for d in range(1, count + 1):
+        said = f"I repainted the garage door teal{d}." if d == 7 else f"Day {d} was calm{d}."
+        for role, text in (("user", said), ("assistant", "Noted.")):
+            msgs.append({"role": role, "content": text, "date": stamp(d)})
+    return msgs
+
+
+@pytest.mark.parametrize(
+    ("stamp", "question"),
+    [
+        (lambda d: f"2023-05-{d:02d}", "What did I tell you on May 7th?"),
+        (lambda d: f"2023-05-{d:02d}T09:30:00Z", "What did I tell you on the 7th of May?"),
+        (lambda d: f"1:56 pm on {d} May, 2023", "What did I say on May 7, 2023?"),
+        (lambda d: f"2023-05-{d:02d}", "5月7日我跟你说了什么？"),
+    ],
+)
+def test_a_question_naming_a_day_brings_back_what_was_said_that_day(
+    stamp: Any, question: str
+) -> None:
+    # the question's words match nothing said that day: the day it names does
+    history = _days(stamp)
+    out = wf.recall(history, question, 200, counter=COUNTER)
+    assert max(out.units, key=lambda u: u.score).start == 12, out.units
+    assert "teal7" in " ".join(str(m["content"]) for m in out.messages)
+    assert out.tokens <= 200
+
+
+def test_a_day_in_another_year_or_none_named_brings_nothing_back() -> None:
+    history = _days(lambda d: f"2022-05-{d:02d}")
+    assert not wf.recall(history, "What did I say on May 7, 2023?", 200, counter=COUNTER).units
+    assert not wf.recall(history, "What did I say back then?", 200, counter=COUNTER).units
+
+
+def test_the_days_words_still_rank_within_the_day() -> None:
+    history = _days(lambda d: f"2023-05-{d:02d}")
+    history[12:12] = [
+        {"role": "user", "content": "My sister visited.", "date": "2023-05-07"},
+        {"role": "assistant", "content": "Lovely.", "date": "2023-05-07"},
+    ]
+    out = wf.recall(history, "What colour was the garage door on May 7?", 60, counter=COUNTER)
+    assert [u.start for u in out.units] == [14]  # the day's match first, in a tight budget

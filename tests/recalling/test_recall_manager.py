@@ -437,3 +437,22 @@ def test_a_recap_block_keeps_the_window_invariants(msgs: list[dict[str, Any]], w
         if any(history[k].get("tool_calls") for k in range(a, b)):
             assert any(s <= a and b <= e or a <= s and e <= b for s, e in rounds)
             assert not any(a <= k < b for k, _, _ in analysis.problems)
+
+
+def test_a_question_naming_a_day_long_evicted_recalls_that_day() -> None:
+    history = chat(FACTS, 120)  # ten turns a day from 2023-05-01; the parrot on May 1st
+    ask = {"role": "user", "content": "Which pet did I tell you about on May 1st?"}
+    p = manager().prepare([*history, ask], replayed(manager(), history))
+    assert "Biscuit" in text(p.messages), p.stats["recall_reason"]
+    assert all(u["date"] == "2023-05-01" for u in p.stats["recalled"])
+    assert p.messages[-1] is ask and p.stats["tokens"] <= p.stats["prompt_budget"]
+
+
+def test_a_recap_of_one_named_day_brings_back_that_day_only() -> None:
+    # "what did we talk about" alone asks for the whole conversation (its block filled with
+    # whatever adds most); naming a day, for that day only
+    ask = {"role": "user", "content": "What did we talk about on May 2nd?"}
+    cm = manager()
+    p = cm.prepare([*MANY, ask], replayed(cm, MANY))
+    assert p.stats["recalled"] and all(u["date"] == "2023-05-02" for u in p.stats["recalled"])
+    assert p.stats["tokens"] <= p.stats["prompt_budget"] and p.messages[-1] is ask

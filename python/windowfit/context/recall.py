@@ -35,7 +35,14 @@ from typing import Any
 from windowfit import _core
 from windowfit.errors import ArgumentTypeError, InvalidArgumentError
 from windowfit.messages import SYSTEM_ROLES, fingerprint, message_text
-from windowfit.recalling import Embedder, RecallResult, rebuild, recall, session_dates
+from windowfit.recalling import (
+    Embedder,
+    RecallResult,
+    rebuild,
+    recall,
+    said_on_named_days,
+    session_dates,
+)
 
 __all__ = [
     "DEFAULT_RECALL_RATIO",
@@ -274,6 +281,9 @@ def _covered(query: str, inp: RecallInput, index: _core.RecallIndex) -> bool:
     positions = [inp.sources[j] for j in before if inp.sources[j] >= 0]
     extra = "\n".join(message_text(inp.prompt[j]) for j in before if inp.sources[j] < 0)
     history = inp.history if isinstance(inp.history, list) else list(inp.history)
+    shown = set(positions) | ({inp.last_user} if inp.last_user is not None else set())
+    if said_on_named_days(history, query[:PENDING_CHARS], 0, len(history), shown, index):
+        return False  # a day it names ("what did we say on June 28?") left the window
     terms, held, number_missing = index.coverage(history, query[:PENDING_CHARS], positions, extra)
     if not terms:
         return True
@@ -411,8 +421,9 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         covered = _covered(query, inp, settings.index)
         # a recap names nothing to look for ("recap what I told you"): the evicted exchanges
         # that add the most in all the room left, after what its own words find ("what did we
-        # say about the Lisbon trip?") when the prompt lacks it, in at most RECAP_SEARCH_RATIO
-        recap = plain and asks_recap(query)
+        # say about the Lisbon trip?") when the prompt lacks it, in at most RECAP_SEARCH_RATIO;
+        # one that names a day ("what did we talk about on June 28?") asks about that day only
+        recap = plain and asks_recap(query) and not _core.recall_named_days(query)
         if recap:
             room = min(room, int(RECAP_SEARCH_RATIO * inp.budget))
         found = (

@@ -47,6 +47,7 @@ __all__ = [
     "RecalledUnit",
     "recall",
     "recall_terms",
+    "said_on_named_days",
     "session_dates",
     "shared_index",
 ]
@@ -241,6 +242,60 @@ class _Dates:
             return [known.last_before(k, max(0, k - DATE_LOOKBACK + 1)) for k in positions]
 
 
+def said_on_named_days(
+    history: Sequence[Message],
+    query: str,
+    lo: int,
+    hi: int,
+    skip: set[int],
+    index: _core.RecallIndex,
+) -> list[int]:
+    """The positions ``lo..hi`` (none of ``skip``) said on a day ``query`` names ("what did we
+    talk about on June 28?"), by the session date or timestamp in force there (the core's
+    ``recall_on_named_days``), ascending; empty when the query names no day."""
+    if not _core.recall_named_days(query):
+        return []
+    known = _own_dates(index)
+    start = max(0, lo - DATE_LOOKBACK + 1)
+    with known.lock:
+        known.ready(len(history))
+        known.read(history, start, hi, _Dates.own)
+        at = known.stamps[
+            bisect.bisect_left(known.stamps, start) : bisect.bisect_left(known.stamps, hi)
+        ]
+        owns = [str(known.owns[k]) for k in at]
+    distinct = list(dict.fromkeys(owns))
+    on_day = dict(zip(distinct, _core.recall_on_named_days(query, distinct)))
+    out: list[int] = []
+    for j, k in enumerate(at):
+        if on_day[owns[j]]:
+            end = min(at[j + 1] if j + 1 < len(at) else hi, k + DATE_LOOKBACK, hi)
+            out.extend(p for p in range(max(k, lo), end) if p not in skip)
+    return out
+
+
+def _lift_named_days(
+    history: Sequence[Message],
+    query: str,
+    hits: list[tuple[int, float]],
+    lo: int,
+    hi: int,
+    skip: set[int],
+    index: _core.RecallIndex,
+) -> list[tuple[int, float]]:
+    """``hits`` with the messages said on a day ``query`` names first: each scores its own
+    match plus the best match of all, so the day's exchanges rank above every other (best
+    matching first, then in order), and a day whose words match nothing still comes back."""
+    on_day = said_on_named_days(history, query, lo, hi, skip, index)
+    if not on_day:
+        return hits
+    scores = dict(hits)
+    lift = max(scores.values(), default=0.0) or 1.0
+    best = sorted(on_day, key=lambda k: (-scores.get(k, 0.0), k))[:MAX_HITS]
+    scores.update((k, scores.get(k, 0.0) + lift) for k in best)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def _stamp_text(date: str | None, start: int, total: int, zh: bool) -> str:
     if zh:
         when = f"{date}，" if date else ""
@@ -373,7 +428,9 @@ def recall(
         return RecallResult()
     lo, hi, skip = _bounds(candidates, exclude, n)
     ix = index if index is not None else shared_index()
-    hits = ix.search(msgs, query, lo, hi, skip, MAX_HITS)
+    hits = _lift_named_days(
+        msgs, query, ix.search(msgs, query, lo, hi, skip, MAX_HITS), lo, hi, skip, ix
+    )
     pool = _candidates(msgs, hits, lo, hi, skip)
     if embedder is not None:
         if not pool:  # nothing lexical: let the embedder rank the latest candidates
