@@ -41,6 +41,8 @@ __all__ = [
     "recall_terms",
     "recall_units",
     "recall_asks",
+    "recall_named_days",
+    "recall_on_named_days",
     "recall_recaps",
     "_message_keys",
     "_memo_stats",
