@@ -33,7 +33,7 @@ def _manager(**kw: Any) -> tuple[ContextManager, Recorder]:
 
 def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     cm, _ = _manager()
-    assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (1024, 10)
+    assert (cm.summary_max_tokens, cm.min_messages_before_summary) == (1536, 10)
     assert (cm.max_summaries_per_window, cm.resummarize_ratio) == (3, 0.5)
     assert (cm.max_messages, cm.max_turns) == (None, None)
     monkeypatch.setenv("WINDOWFIT_SUMMARY_MAX_TOKENS", "300")
@@ -249,7 +249,7 @@ def test_an_exact_extractive_summarizer_aims_at_its_whole_room() -> None:
         return rec.targets[0], dict(p.stats)
 
     exact, stats = first_target(ExactRecorder())
-    room = min(stats["summary_budget"], 1024)
+    room = min(stats["summary_budget"], 1536)
     written, _ = first_target(Recorder())
     assert room - 64 <= exact <= room  # the room less the summary's heading
     assert written < room * 0.8 and written < exact

@@ -1,7 +1,7 @@
 """Dialog recall under the manager's summary cap: early facts must survive summarization.
 
-The regression this guards against: ``summary_max_tokens`` (1,024) bounds the summary on an
-8k window, and the manager aimed the offline summarizer at 80% of that room (the headroom kept
+The regression this guards against: ``summary_max_tokens`` (1,024 here; 1,536 by default)
+bounds the summary on an 8k window, and the manager aimed the offline summarizer at 80% of that room (the headroom kept
 for summarizers that overshoot), so a third fewer facts reached the prompt than the same
 summarizer kept before the cap. And trivia questions naming famous people outranked the user's
 own plain-word facts, because a question's names counted as specifics.
@@ -61,7 +61,11 @@ def _replay(cm: wf.ContextManager, msgs: list[dict[str, Any]]) -> list[Any]:
 def test_the_offline_summary_fills_its_room_under_the_absolute_cap() -> None:
     msgs, codes = _fact_dialog(seed=1, facts=120, filler_turns=60)
     cm = wf.ContextManager(
-        model="gpt-4o", context_window=8192, summarizer=wf.ExtractiveSummarizer(), mask_keep=0
+        model="gpt-4o",
+        context_window=8192,
+        summarizer=wf.ExtractiveSummarizer(),
+        mask_keep=0,
+        summary_max_tokens=1024,
     )
     prepared = _replay(cm, msgs)
     budget = cm.budget(msgs)

@@ -354,7 +354,7 @@ def _gates(o: dict[str, Any]) -> dict[str, Any]:
         raise InvalidArgumentError(f"resummarize_ratio must be in (0, 10], got {ratio!r}")
     return {
         "summary_max_tokens": _required(
-            _count("summary_max_tokens", o.get("summary_max_tokens"), 1024, 1)
+            _count("summary_max_tokens", o.get("summary_max_tokens"), 1536, 1)
         ),
         "min_messages_before_summary": _required(
             _count("min_messages_before_summary", o.get("min_messages_before_summary"), 10, 0)
