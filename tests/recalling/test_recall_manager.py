@@ -110,9 +110,10 @@ def test_a_message_the_prompt_already_covers_recalls_nothing() -> None:
     assert p.stats["recalled"] == [] and p.stats["tokens_recall"] == 0
 
 
-def test_a_question_whose_words_the_window_holds_in_passing_still_recalls() -> None:
-    # every word of the question is somewhere in the window, one or two per remark: the term
-    # count calls it covered, but the evicted exchange matches it far better than any of them
+def _held_in_passing(*latest: dict[str, Any]) -> RecallInput:
+    """A fact long evicted, then a window whose remarks hold every word of "what kind of
+    music do I like to listen to?", one or two each, then ``latest`` (its first message the
+    latest user message)."""
     fact = chat(
         {0: ("I like to listen to jazz music of every kind, Miles Davis most of all.", "Noted!")},
         1,
@@ -128,18 +129,40 @@ def test_a_question_whose_words_the_window_holds_in_passing_still_recalls() -> N
         for r in remarks
         for role, text in (("user", r), ("assistant", "Indeed."))
     ]
-    ask = {"role": "user", "content": "What kind of music do I like to listen to?"}
-    history = [*fact, *chat({}, 40), *window, ask]
-    shown = list(range(len(history) - len(window) - 1, len(history)))
+    history = [*fact, *chat({}, 40), *window, *latest]
+    shown = list(range(len(history) - len(window) - len(latest), len(history)))
     prompt = [history[k] for k in shown]
-    inp = RecallInput(
-        history, prompt, shown, COUNTER.count_messages(prompt), 1500, len(history) - 1, "", 0, {}
+    last_user = len(history) - len(latest)
+    terms, held, _ = _core.RecallIndex().coverage(
+        history, "What kind of music do I like to listen to?", shown[: -len(latest)], ""
     )
-    terms, held, _ = _core.RecallIndex().coverage(history, ask["content"], shown[:-1], "")
     assert held == terms  # the term count alone holds it covered
-    out = recall_stage(recall_settings(True, 0.3, None), COUNTER, inp)
+    return RecallInput(
+        history, prompt, shown, COUNTER.count_messages(prompt), 1500, last_user, "", 0, {}
+    )
+
+
+def test_a_question_whose_words_the_window_holds_in_passing_still_recalls() -> None:
+    # the term count calls it covered, but the evicted exchange matches it far better than
+    # any message in the window
+    ask = {"role": "user", "content": "What kind of music do I like to listen to?"}
+    out = recall_stage(recall_settings(True, 0.3, None), COUNTER, _held_in_passing(ask))
     assert "Miles Davis" in text(out.prompt), out.stats["recall_reason"]
     assert out.prompt[-1] is ask and out.tokens <= 1500
+
+
+def test_an_agents_observation_held_in_passing_recalls_nothing() -> None:
+    # an agent's tool round names what it works on: the term count decides, not the scores
+    # (scored, old tool output outscored it on many calls and the block moved every call)
+    call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    round_ = (
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "kind music like listen"},
+    )
+    out = recall_stage(recall_settings(True, 0.3, None), COUNTER, _held_in_passing(*round_))
+    assert out.stats["recall_reason"] == "the prompt already holds what the message is about"
+    assert "Miles Davis" not in text(out.prompt)
 
 
 def test_nothing_evicted_nothing_recalled() -> None:
