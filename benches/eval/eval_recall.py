@@ -19,10 +19,10 @@ are a prefix shared with the previous prompt (what a provider's prompt cache ser
 each question is asked at the end, as the latest user message, from the end-of-conversation
 state (each question on its own): the **per-question answer-word recall** is the share of the
 question's answer words found in the prompt, with budget, pairing and "question is the last
-message" checked on every prompt. **End of conversation**, scored over all questions' answer words against the plain window:
-with a closing recap request instead of a question (*recap asked*), and the prompt of the
-conversation's own last call (*last turn*: nothing asked, what a conversation that simply
-ends leaves in the prompt).
+message" checked on every prompt. **End of conversation**, scored over all questions' answer
+words against the plain window: with a closing recap request instead of a question (*recap
+asked*), and the prompt of the conversation's own last call (*last turn*: nothing asked, what
+a conversation that simply ends leaves in the prompt).
 
 Suites:
 

@@ -275,9 +275,10 @@ def _covered(query: str, inp: RecallInput, index: _core.RecallIndex, asked: bool
     the current topic, not a question about something that left the window. Recalling for
     those would only move the block every call and break the cached prefix. A user's
     question (``asked``; not an agent's tool round) is not covered when an evicted message
-    matches it far better than the prompt's (:func:`_outscored`). The index answers for the history messages in the prompt (a cut
-    tool output by its whole text); only the prompt's new messages (the summary) are read
-    here."""
+    matches it far better than the prompt's (:func:`_outscored`), nor when it names a day
+    whose messages left the window. The index answers for the history messages in the prompt
+    (a cut tool output by its whole text); only the prompt's new messages (the summary) are
+    read here."""
     before = range(len(inp.prompt) - 1)  # the prompt less its last message, as sent
     positions = [inp.sources[j] for j in before if inp.sources[j] >= 0]
     extra = "\n".join(message_text(inp.prompt[j]) for j in before if inp.sources[j] < 0)
