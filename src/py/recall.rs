@@ -372,6 +372,13 @@ fn recall_named_days(text: &Bound<'_, PyString>) -> PyResult<Vec<(Option<u16>, u
     })
 }
 
+/// `text` with the days it names blanked out (for a question's lexical search).
+#[pyfunction]
+fn recall_without_days(text: &Bound<'_, PyString>) -> PyResult<String> {
+    let text = text_from_str(text);
+    guarded("recall_without_days", || Ok(dates::without_days(text.as_ref())))
+}
+
 /// For each of `stamps` (session dates or timestamps), whether it falls on a day `query`
 /// names.
 #[pyfunction]
@@ -398,5 +405,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recall_recaps, m)?)?;
     m.add_function(wrap_pyfunction!(recall_named_days, m)?)?;
     m.add_function(wrap_pyfunction!(recall_on_named_days, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_without_days, m)?)?;
     Ok(())
 }

@@ -90,6 +90,26 @@ pub fn named_days(text: &str) -> Vec<Day> {
     out
 }
 
+/// `text` with the days it names blanked out (each character of a day made a space), so
+/// that a question's lexical search does not match the numbers and month of the day it names
+/// ("what did I say on May 7th?" is not about a 7).
+/// Only the part [`named_days`] reads is blanked.
+pub fn without_days(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for caps in DAYS.captures_iter(head(text, MAX_DAY_BYTES)).flatten() {
+        let whole = caps.get(0).expect("a match has a whole");
+        if day_of(&caps).is_none() {
+            continue;
+        }
+        out.push_str(&text[at..whole.start()]);
+        out.extend(std::iter::repeat_n(' ', whole.as_str().chars().count()));
+        at = whole.end();
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// For each of `stamps` (the session dates or timestamps messages carry), whether the day it
 /// falls on (the first it names) is one `query` names.
 pub fn on_named_days(query: &str, stamps: &[&str]) -> Vec<bool> {
@@ -157,6 +177,16 @@ mod tests {
         assert_eq!(on_named_days("What did I say on May 4th?", &stamps), [true, true, false, false, true]);
         assert_eq!(on_named_days("What did I say on 4 May 2023?", &stamps), [true, false, false, false, true]);
         assert_eq!(on_named_days("What did I say?", &stamps), [false; 5]);
+    }
+
+    #[test]
+    fn the_days_a_question_names_are_blanked_out_of_its_words() {
+        assert_eq!(without_days("What did I say on May 7th?"), format!("What did I say on {}?", " ".repeat(7)));
+        assert_eq!(without_days("5月7日我说了什么"), format!("{}我说了什么", " ".repeat(4)));
+        assert_eq!(without_days("May 40 people come?"), "May 40 people come?");
+        assert_eq!(without_days("no day here"), "no day here");
+        let long = format!("May 4 {}May 5", "x ".repeat(MAX_DAY_BYTES));
+        assert_eq!(without_days(&long), format!("      {}May 5", "x ".repeat(MAX_DAY_BYTES)));
     }
 
     #[test]

@@ -411,3 +411,23 @@ def test_the_days_words_still_rank_within_the_day() -> None:
     ]
     out = wf.recall(history, "What colour was the garage door on May 7?", 60, counter=COUNTER)
     assert [u.start for u in out.units] == [14]  # the day's match first, in a tight budget
+
+
+def test_a_day_named_as_the_day_of_an_event_still_brings_the_event_first() -> None:
+    # "is my flight on May 4th confirmed?" asks about a booking made on another day: the best
+    # match of its other words comes before the named day's unrelated exchanges
+    history = _days(lambda d: f"2023-04-{d:02d}")
+    history[40] = {
+        "role": "user",
+        "content": "I booked my flight to Lisbon for May 4th, confirmation AB123.",
+        "date": "2023-04-21",
+    }
+    history += [
+        {"role": role, "content": text, "date": "2023-05-04"}
+        for _ in range(3)
+        for role, text in (("user", "The garden is blooming."), ("assistant", "Lovely."))
+    ]
+    out = wf.recall(history, "Is my flight on May 4th confirmed?", 60, counter=COUNTER)
+    assert [u.start for u in out.units] == [40], out.units
+    wider = wf.recall(history, "Is my flight on May 4th confirmed?", 400, counter=COUNTER)
+    assert {"2023-04-21", "2023-05-04"} <= {u.date for u in wider.units}

@@ -63,6 +63,10 @@ MAX_HITS = 64
 MIN_SHARE = 0.2
 #: How far back a unit looks for the session date in force.
 DATE_LOOKBACK = 200
+#: What an exchange said on a day the query names scores besides its own match, as a share of
+#: the query's best match: just under it, so the best match of the question's words, said on
+#: another day, still comes before the day's other exchanges.
+DAY_LIFT = 0.99
 #: Tokens a stamp's count alone may exceed what it adds to the message it opens (the pieces
 #: at the join can merge): the margin of the pre-check that spares a date lookup.
 STAMP_JOIN_SLACK = 4
@@ -274,24 +278,38 @@ def said_on_named_days(
     return out
 
 
-def _lift_named_days(
-    history: Sequence[Message],
+def _hits(
+    history: list[Message],
     query: str,
-    hits: list[tuple[int, float]],
     lo: int,
     hi: int,
     skip: set[int],
     index: _core.RecallIndex,
 ) -> list[tuple[int, float]]:
-    """``hits`` with the messages said on a day ``query`` names first: each scores its own
-    match plus the best match of all, so the day's exchanges rank above every other (best
-    matching first, then in order), and a day whose words match nothing still comes back."""
+    """The messages of ``lo..hi`` (none of ``skip``) that match ``query``, best first. When it
+    names a day, its other words are searched (the day's number and month are not a topic:
+    "what did I say on May 7th?" is not about a 7) and what was said that day is raised
+    (:func:`_lift_day`)."""
     on_day = said_on_named_days(history, query, lo, hi, skip, index)
     if not on_day:
-        return hits
+        return index.search(history, query, lo, hi, skip, MAX_HITS)
+    words = _core.recall_without_days(query)
+    return _lift_day(history, index.search(history, words, lo, hi, skip, MAX_HITS), on_day)
+
+
+def _lift_day(
+    history: list[Message], hits: list[tuple[int, float]], on_day: list[int]
+) -> list[tuple[int, float]]:
+    """``hits`` with the positions ``on_day`` raised: each user message of the day (every
+    message, on a day without one) scores its own match plus ``DAY_LIFT`` of the best match of
+    all. So the day's exchanges that match the words come first, then the best match anywhere
+    ("is my flight on May 4th confirmed?" asks about a booking made earlier), then the rest of
+    the day, then the other matches; a day whose words match nothing still comes back. An
+    exchange is raised once, by its user message, not once per message."""
+    asked = [k for k in on_day if history[k].get("role") == "user"] or on_day
     scores = dict(hits)
-    lift = max(scores.values(), default=0.0) or 1.0
-    best = sorted(on_day, key=lambda k: (-scores.get(k, 0.0), k))[:MAX_HITS]
+    lift = DAY_LIFT * (max(scores.values(), default=0.0) or 1.0)
+    best = sorted(asked, key=lambda k: (-scores.get(k, 0.0), k))[:MAX_HITS]
     scores.update((k, scores.get(k, 0.0) + lift) for k in best)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
@@ -428,9 +446,7 @@ def recall(
         return RecallResult()
     lo, hi, skip = _bounds(candidates, exclude, n)
     ix = index if index is not None else shared_index()
-    hits = _lift_named_days(
-        msgs, query, ix.search(msgs, query, lo, hi, skip, MAX_HITS), lo, hi, skip, ix
-    )
+    hits = _hits(msgs, query, lo, hi, skip, ix)
     pool = _candidates(msgs, hits, lo, hi, skip)
     if embedder is not None:
         if not pool:  # nothing lexical: let the embedder rank the latest candidates
