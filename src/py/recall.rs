@@ -363,13 +363,18 @@ fn recall_asks(text: &Bound<'_, PyString>) -> PyResult<bool> {
     guarded("recall_asks", || Ok(asks::asks(text.as_ref())))
 }
 
-/// The calendar days `text` names, in order, each once: `(year or None, month, day)`.
+/// A calendar day as Python sees it: `(year or None, month, day)`.
+type PyDay = (Option<u16>, u8, u8);
+
+fn py_day(d: dates::Day) -> PyDay {
+    (d.year, d.month, d.day)
+}
+
+/// The calendar days `text` names, in order, each once.
 #[pyfunction]
-fn recall_named_days(text: &Bound<'_, PyString>) -> PyResult<Vec<(Option<u16>, u8, u8)>> {
+fn recall_named_days(text: &Bound<'_, PyString>) -> PyResult<Vec<PyDay>> {
     let text = text_from_str(text);
-    guarded("recall_named_days", || {
-        Ok(dates::named_days(text.as_ref()).into_iter().map(|d| (d.year, d.month, d.day)).collect())
-    })
+    guarded("recall_named_days", || Ok(dates::named_days(text.as_ref()).into_iter().map(py_day).collect()))
 }
 
 /// `text` with the days it names blanked out (for a question's lexical search).
@@ -379,14 +384,20 @@ fn recall_without_days(text: &Bound<'_, PyString>) -> PyResult<String> {
     guarded("recall_without_days", || Ok(dates::without_days(text.as_ref())))
 }
 
-/// For each of `stamps` (session dates or timestamps), whether it falls on a day `query`
-/// names.
+/// The day each session date or timestamp falls on, `(year or None, month, day)`, or None.
 #[pyfunction]
-fn recall_on_named_days(query: &Bound<'_, PyString>, stamps: Vec<String>) -> PyResult<Vec<bool>> {
+fn recall_stamp_days(stamps: Vec<String>) -> PyResult<Vec<Option<PyDay>>> {
+    guarded("recall_stamp_days", || Ok(stamps.iter().map(|s| dates::stamp_day(s).map(py_day)).collect()))
+}
+
+/// For each of `days` (from `recall_stamp_days`), whether it is a day `query` names.
+#[pyfunction]
+fn recall_on_named_days(query: &Bound<'_, PyString>, days: Vec<Option<PyDay>>) -> PyResult<Vec<bool>> {
     let query = text_from_str(query);
     guarded("recall_on_named_days", || {
-        let stamps: Vec<&str> = stamps.iter().map(String::as_str).collect();
-        Ok(dates::on_named_days(query.as_ref(), &stamps))
+        let days: Vec<Option<dates::Day>> =
+            days.into_iter().map(|d| d.map(|(year, month, day)| dates::Day { year, month, day })).collect();
+        Ok(dates::on_named_days(query.as_ref(), &days))
     })
 }
 
@@ -404,6 +415,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recall_asks, m)?)?;
     m.add_function(wrap_pyfunction!(recall_recaps, m)?)?;
     m.add_function(wrap_pyfunction!(recall_named_days, m)?)?;
+    m.add_function(wrap_pyfunction!(recall_stamp_days, m)?)?;
     m.add_function(wrap_pyfunction!(recall_on_named_days, m)?)?;
     m.add_function(wrap_pyfunction!(recall_without_days, m)?)?;
     Ok(())

@@ -110,16 +110,17 @@ pub fn without_days(text: &str) -> String {
     out
 }
 
-/// For each of `stamps` (the session dates or timestamps messages carry), whether the day it
-/// falls on (the first it names) is one `query` names.
-pub fn on_named_days(query: &str, stamps: &[&str]) -> Vec<bool> {
+/// The day a session date or timestamp falls on: the first it names. Read once per stamp and
+/// remembered by the caller (a history states the same few stamps on every call).
+pub fn stamp_day(stamp: &str) -> Option<Day> {
+    named_days(stamp).first().copied()
+}
+
+/// For each of `stamp_days` (the days of the stamps messages carry, [`stamp_day`]), whether it
+/// is a day `query` names.
+pub fn on_named_days(query: &str, stamp_days: &[Option<Day>]) -> Vec<bool> {
     let days = named_days(query);
-    stamps
-        .iter()
-        .map(|stamp| {
-            !days.is_empty() && named_days(stamp).first().is_some_and(|own| days.iter().any(|d| d.matches(own)))
-        })
-        .collect()
+    stamp_days.iter().map(|own| own.is_some_and(|own| days.iter().any(|d| d.matches(&own)))).collect()
 }
 
 #[cfg(test)]
@@ -174,9 +175,12 @@ mod tests {
     #[test]
     fn stamps_on_the_days_a_question_names() {
         let stamps = ["2023-05-04", "1:56 pm on 4 May, 2022", "2023-05-05T09:00", "no date", "5月4日"];
-        assert_eq!(on_named_days("What did I say on May 4th?", &stamps), [true, true, false, false, true]);
-        assert_eq!(on_named_days("What did I say on 4 May 2023?", &stamps), [true, false, false, false, true]);
-        assert_eq!(on_named_days("What did I say?", &stamps), [false; 5]);
+        let days: Vec<Option<Day>> = stamps.iter().map(|s| stamp_day(s)).collect();
+        assert_eq!(days[1], Some(day(Some(2022), 5, 4)));
+        assert_eq!(days[3], None);
+        assert_eq!(on_named_days("What did I say on May 4th?", &days), [true, true, false, false, true]);
+        assert_eq!(on_named_days("What did I say on 4 May 2023?", &days), [true, false, false, false, true]);
+        assert_eq!(on_named_days("What did I say?", &days), [false; 5]);
     }
 
     #[test]

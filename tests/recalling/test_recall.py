@@ -431,3 +431,21 @@ def test_a_day_named_as_the_day_of_an_event_still_brings_the_event_first() -> No
     assert [u.start for u in out.units] == [40], out.units
     wider = wf.recall(history, "Is my flight on May 4th confirmed?", 400, counter=COUNTER)
     assert {"2023-04-21", "2023-05-04"} <= {u.date for u in wider.units}
+
+
+def test_each_stamps_day_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a history states the same stamps on every call: their days are parsed the first time
+    read: list[str] = []
+    parse = _core.recall_stamp_days
+
+    def counted(stamps: list[str]) -> Any:
+        read.extend(stamps)
+        return parse(stamps)
+
+    monkeypatch.setattr(recalling._core, "recall_stamp_days", counted)
+    history = _days(lambda d: f"2023-05-{d:02d}")
+    index = _core.RecallIndex()
+    for _ in range(3):
+        on_day = recalling.said_on_named_days(history, "What on May 7th?", 0, 60, set(), index)
+        assert on_day == [12, 13]
+    assert sorted(read) == sorted({str(m["date"]) for m in history})

@@ -63,6 +63,8 @@ MAX_HITS = 64
 MIN_SHARE = 0.2
 #: How far back a unit looks for the session date in force.
 DATE_LOOKBACK = 200
+#: The most stamps whose day an index remembers (a history's sessions; past it, forgotten).
+MAX_STAMP_DAYS = 65_536
 #: What an exchange said on a day the query names scores besides its own match, as a share of
 #: the query's best match: just under it, so the best match of the question's words, said on
 #: another day, still comes before the day's other exchanges.
@@ -160,6 +162,8 @@ class _OwnDates:
         self.owns: list[str | None] = []
         #: the positions whose message states a date, ascending
         self.stamps: list[int] = []
+        #: the day each stamp falls on (the core's ``recall_stamp_days``), read once per stamp
+        self.days: dict[str, tuple[int | None, int, int] | None] = {}
         self.lock = threading.Lock()
 
     def ready(self, n: int) -> None:
@@ -191,6 +195,15 @@ class _OwnDates:
                     bisect.insort(self.stamps, k)
                 else:
                     self.stamps.remove(k)
+
+    def days_of(self, stamps: list[str]) -> list[tuple[int | None, int, int] | None]:
+        """The day each of ``stamps`` falls on; a stamp not seen before is read by the core."""
+        new = [s for s in stamps if s not in self.days]
+        if new:
+            if len(self.days) + len(new) > MAX_STAMP_DAYS:
+                self.days.clear()
+            self.days.update(zip(new, _core.recall_stamp_days(new)))
+        return [self.days[s] for s in stamps]
 
     def last_before(self, start: int, lo: int) -> str | None:
         """The date stated last at a position in ``lo..=start``, if any."""
@@ -267,9 +280,10 @@ def said_on_named_days(
         at = known.stamps[
             bisect.bisect_left(known.stamps, start) : bisect.bisect_left(known.stamps, hi)
         ]
-        owns = [str(known.owns[k]) for k in at]
-    distinct = list(dict.fromkeys(owns))
-    on_day = dict(zip(distinct, _core.recall_on_named_days(query, distinct)))
+        owns = [known.owns[k] or "" for k in at]  # a stamp position states one
+        distinct = list(dict.fromkeys(owns))
+        days = known.days_of(distinct)
+    on_day = dict(zip(distinct, _core.recall_on_named_days(query, days)))
     out: list[int] = []
     for j, k in enumerate(at):
         if on_day[owns[j]]:
