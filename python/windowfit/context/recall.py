@@ -296,19 +296,22 @@ def _covered(query: str, inp: RecallInput, index: _core.RecallIndex, asked: bool
     # an agent's observation names what it works on, all of it in the window: scored, old
     # tool output outscored it on many calls and the block moved (agent runs: 32% -> 34% of
     # the whole history's tokens sent, prefix reuse 91% -> 89%), for no gain measured
-    return not (asked and _outscored(query, inp, index, positions))
+    return not (asked and _outscored(query, history, inp.last_user, index, positions))
 
 
 def _outscored(
-    query: str, inp: RecallInput, index: _core.RecallIndex, positions: list[int]
+    query: str,
+    history: list[Any],
+    last_user: int | None,
+    index: _core.RecallIndex,
+    positions: list[int],
 ) -> bool:
     """Whether an evicted message matches ``query`` better (``OUTSCORED`` times the score)
     than any history message in the prompt. The query's words may all be in the window
     ("what music do I like?" while music is being discussed) and still ask about something
     said long ago: the term count cannot tell, the scores can."""
-    history = inp.history if isinstance(inp.history, list) else list(inp.history)
     shown = set(positions)
-    skip = set() if inp.last_user is None else {inp.last_user}
+    skip = set() if last_user is None else {last_user}
     hits = index.search(history, query[:PENDING_CHARS], 0, len(history), skip, SCORED_HITS)
     best_shown = max((s for k, s in hits if k in shown), default=0.0)
     best_gone = max((s for k, s in hits if k not in shown), default=0.0)

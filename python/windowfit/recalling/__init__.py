@@ -320,10 +320,10 @@ def _lift_day(
     ("is my flight on May 4th confirmed?" asks about a booking made earlier), then the rest of
     the day, then the other matches; a day whose words match nothing still comes back. An
     exchange is raised once, by its user message, not once per message."""
-    asked = [k for k in on_day if history[k].get("role") == "user"] or on_day
+    users = [k for k in on_day if history[k].get("role") == "user"] or on_day
     scores = dict(hits)
     lift = DAY_LIFT * (max(scores.values(), default=0.0) or 1.0)
-    best = sorted(asked, key=lambda k: (-scores.get(k, 0.0), k))[:MAX_HITS]
+    best = sorted(users, key=lambda k: (-scores.get(k, 0.0), k))[:MAX_HITS]
     scores.update((k, scores.get(k, 0.0) + lift) for k in best)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
