@@ -365,3 +365,28 @@ def test_a_long_chinese_line_does_not_outrank_shorter_facts_by_its_length() -> N
     assert "《百年孤独》" in out and "敦煌" in out and "公园" in out
     assert "山顶" not in out
     assert COUNTER.count(out) <= 70
+
+
+def test_chinese_lines_naming_places_and_dishes_outrank_chatty_ones() -> None:
+    """A Chinese character pair that straddles two common words ("须离" of "必须离开") is as
+    rare in a conversation as a place's name ("鼓浪"), but its characters are each common
+    apart: weighed by how much the pair is a word of its own, lines that only say common
+    words in a new order give way to the lines that hold what a later question asks about."""
+    words = "现在 必须 离开 事情 需要 处理 知道 应该 继续 感觉 时间 今天 工作 有点 累 休息 一下 觉得 可能 还是"
+    common = words.split()
+    facts = {
+        5: "我最喜欢的地方是鼓浪屿。",
+        17: "我比较喜欢川菜和粤菜。",
+        29: "我下个月要去峨眉山。",
+    }
+
+    def chatty(i: int, n: int) -> str:
+        return "".join(common[(7 * i + 3 * j) % len(common)] for j in range(n))
+
+    pairs = [("你好！", "你好！")]
+    for i in range(36):
+        said = facts.get(i) or f"我{chatty(i, 6)}。"
+        pairs.append((said, f"嗯，{chatty(i + 50, 4)}。"))
+    out = summarize(chat(pairs), target=60)
+    assert all(fact in out for fact in facts.values()), out
+    assert COUNTER.count(out) <= 60

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter as _Tally
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,11 @@ _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 #: About this many Chinese characters (or character pairs, one per character) carry what one
 #: English content word does.
 _CJK_PER_WORD = 3
+#: The rarity of a Chinese character pair counts this share of a word's once weighed by its
+#: cohesion ([`_cohesion`]): a word of two or three characters holds one or two cohesive pairs.
+_CJK_PAIRS_PER_WORD = 1.5
+#: Lines a batch needs before a character pair's cohesion can reach 1 ([`_cohesion`]).
+_COHESION_LINES = 100
 _CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN_RE = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 _NUMBER_RE = re.compile(r"\d+(?:[.,:/-]\d+)*")
@@ -207,6 +212,26 @@ def _terms(text: str) -> list[str]:
             continue
         out.extend(run[i : i + 2] for i in range(len(run) - 1))
     return out
+
+
+def _cohesion(lines: Sequence[_Line], pairs: Mapping[str, int]) -> Callable[[str], float]:
+    """How much a Chinese character pair is a word rather than the seam of two, in [0, 1]:
+    its pointwise mutual information over the lines (``pairs`` counts the lines holding each
+    pair). "峨眉", whose characters occur only together, scores high; "须离", two characters
+    each common apart, near 0. In a batch of few lines every character is rare and every
+    pair looks like a word, so the scale is that of [`_COHESION_LINES`] lines at least: a
+    short batch's pairs count for less, as they did before cohesion was measured."""
+    chars: _Tally[str] = _Tally()
+    for line in lines:
+        chars.update(set(_CJK_RE.findall(line.text)))
+    n = max(2, len(lines))
+    scale = math.log(max(n, _COHESION_LINES))
+
+    def cohesion(pair: str) -> float:
+        apart = max(1, chars[pair[0]] * chars[pair[1]])
+        return min(1.0, max(0.0, math.log(n * pairs[pair] / apart) / scale))
+
+    return cohesion
 
 
 def _sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -450,6 +475,7 @@ class SalienceSummarizer(TwinSummarizer):
         df: _Tally[str] = _Tally()
         for line in lines:
             df.update(line.terms)
+        cohesion = _cohesion(lines, df)
         newest = max((x.seq for x in lines), default=0.0)
         oldest = min((x.seq for x in lines), default=0.0)
         span = max(newest - oldest, 1.0)
@@ -496,11 +522,14 @@ class SalienceSummarizer(TwinSummarizer):
             # Only terms said in at most two lines count: a template's words and a topic
             # that keeps coming back are the conversation's background, not its facts.
             # A Chinese term is a character pair: a sentence has one per character, most of
-            # them straddling two words, so each weighs a word's share (``_CJK_PER_WORD``):
-            # counted as words, a long chatty line outranked shorter ones holding a title or
-            # a plan, and the summary held fewer, longer lines.
+            # them straddling two words ("须离" of "必须离开"), rare as pairs though made of
+            # common characters. Each counts by its cohesion, a share of a word's weight:
+            # counted as words, chatty lines ("现在我必须离开了") outranked lines holding a
+            # place or a dish ("我喜欢川菜和粤菜"), and the summary kept fewer facts.
             rarity = sum(
-                max(0.0, math.log(3 / df[t])) / (_CJK_PER_WORD if _CJK_RE.match(t) else 1)
+                max(0.0, math.log(3 / df[t])) * cohesion(t) / _CJK_PAIRS_PER_WORD
+                if _CJK_RE.match(t)
+                else max(0.0, math.log(3 / df[t]))
                 for t in line.terms
             )
             if rarity == 0 and specifics == 0:
