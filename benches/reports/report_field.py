@@ -38,7 +38,9 @@ Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
     corpus. Every pass is a new text for every text (a short pass-numbered line in front), so
     no whole-text cache answers, but from the second pass on the words are ones the process
     has seen. "first" is pass 1, "steady" the mean pass of passes 3-5, each of the fastest
-    process (every contender's best, as ``timeit`` reports);
+    process (every contender's best, as ``timeit`` reports); "load + first" (single texts)
+    adds the process's load (the library imported, the tokenizer built, one word counted) to
+    its first pass: what a fresh process pays to count the corpus once;
   * single: one text per call on one thread; batch: one call for the whole pass, all cores
     (``--threads`` repeats batches with ``RAYON_NUM_THREADS``, ``FASTOKENS_BPE_THREADS`` and
     the peers' own thread arguments at each count); warm: the same texts again and again (windowfit's text cache
@@ -201,8 +203,12 @@ def worker(mode: str, who: str, name: str, data: str, folder: str, threads: int)
     """One fresh process. ``check``: one pass, every count compared. ``single``/``batch``:
     five timed passes of new texts. ``warm``: the same texts, passes 3-5 timed."""
     corpus = json.loads(Path(data).read_text(encoding="utf-8"))
+    # load: the library imported, the tokenizer built, one word counted (the vocabulary
+    # loaded; no piece of the corpus seen), what a fresh process pays before its first pass
+    start = time.perf_counter()
     fns = contender(who, name, Path(folder), threads)
-    fns["single"]("a")  # the vocabulary loaded; no piece of the corpus seen
+    fns["single"]("a")
+    load = time.perf_counter() - start
     if mode == "check":
         got = list(fns["batch"](corpus["passes"][0]))
         single = [fns["single"](t) for t in corpus["passes"][1]]
@@ -224,7 +230,7 @@ def worker(mode: str, who: str, name: str, data: str, folder: str, threads: int)
         if k == 0:
             first_counts = list(counts)
     exact = first_counts == corpus["expected"][0]
-    return {"seconds": seconds, "exact": exact}
+    return {"seconds": seconds, "exact": exact, "load": load}
 
 
 def spawn(args: list[str], threads: int) -> dict[str, Any]:
@@ -296,6 +302,8 @@ def measure_cell(
             entry[mode] = {
                 "first": min(p["seconds"][0] for p in ps),
                 "steady": min(statistics.mean(p["seconds"][STEADY]) for p in ps),
+                "load": min(p["load"] for p in ps),
+                "load + first": min(p["load"] + p["seconds"][0] for p in ps),
             }
     return cell
 
@@ -305,11 +313,13 @@ def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
     fastest exact peer (for warm: to tiktoken)."""
     rows = []
     for mode in modes:
-        for phase in ("first", "steady"):
+        # a fresh process's load and first pass together, for one text per call
+        phases = ("first", "steady", "load + first") if mode == "single" else ("first", "steady")
+        for phase in phases:
             speeds = {
                 who: mb / e[mode][phase]
                 for who, e in cell["contenders"].items()
-                if not e["differ"] and mode in e and e[mode][phase] > 0
+                if not e["differ"] and mode in e and e[mode].get(phase, 0) > 0
             }
             if not speeds:
                 continue
@@ -374,8 +384,9 @@ def main() -> None:
         + ("; --quick: tiny corpora, timings meaningless" if args.quick else ""),
         "",
         "MB/s (higher is faster). first: pass 1 of a fresh process (best of "
-        f"{runs}); steady: mean of passes 3-5 (fastest process; contenders take turns); ratio: windowfit / the fastest "
-        "exact peer of the cell (warm: / tiktoken).",
+        f"{runs}); steady: mean of passes 3-5 (fastest process; contenders take turns); load + first: "
+        "the corpus over the process's load (import, build, one word) and its first pass; ratio: "
+        "windowfit / the fastest exact peer of the cell (warm: / tiktoken).",
         "",
         "| encoding | corpus | mode | pass | threads | windowfit | fastest peer | ratio | all |",
         "|---|---|---|---|---:|---:|---|---:|---|",
