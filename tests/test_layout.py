@@ -150,3 +150,49 @@ def test_old_import_paths_still_work() -> None:
     from windowfit.replay.history_io import load_history as moved
 
     assert load_history is moved and callable(replay)
+
+
+def test_counting_imports_no_later_step() -> None:
+    """``import windowfit`` then a count: a fresh process that only counts never imports the
+    fitting, the manager, the stores or the summarizers (they cost 135 ms of its load)."""
+    code = (
+        "import sys, windowfit as wf\n"
+        "assert wf.count('hello world') == 2\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('windowfit.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    later = (
+        "fitting",
+        "truncation",
+        "context",
+        "recalling",
+        "session",
+        "store",
+        "summarize",
+        "usage",
+    )
+    assert not {m for m in loaded if m.split(".")[1] in later}, loaded
+    assert "windowfit.counting" in loaded
+
+
+def test_every_public_name_resolves_and_the_lazy_ones_are_typed() -> None:
+    """Each name of ``__all__`` is an attribute of the package (the lazy ones imported on first
+    use), and the names imported lazily are exactly those the ``TYPE_CHECKING`` block imports
+    for type checkers, module by module."""
+    import ast
+
+    import windowfit as wf
+
+    assert all(getattr(wf, name) is not None for name in wf.__all__)
+    assert set(wf.__all__) <= set(dir(wf))
+    tree = ast.parse((layout.ROOT / "__init__.py").read_text(encoding="utf-8"))
+    typed: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                typed.setdefault(imp.module, set()).update(a.name for a in imp.names)
+    assert typed == {module: set(names) for module, names in wf._LAZY.items()}
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = wf.no_such_name  # type: ignore[attr-defined]

@@ -7,15 +7,10 @@ summaries of what falls out, and durable sessions. The hot paths are Rust (``win
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from windowfit._core import __version__
-from windowfit.context import (
-    Budget,
-    ContextManager,
-    Prepared,
-    StrategyDecision,
-    choose_strategy,
-    compute_budget,
-)
 from windowfit.counting import (
     Counter,
     Encoding,
@@ -34,34 +29,115 @@ from windowfit.errors import (
     VocabularyError,
     WindowfitError,
 )
-from windowfit.fitting import FitResult, fit, render_history, repair
-from windowfit.models import ModelInfo, UnknownModelError, get_model, list_models, register_model
-from windowfit.recalling import RecallResult, recall
-from windowfit.session import Session
-from windowfit.session.summaries import await_summaries, wait_for_summaries
-from windowfit.store import (
-    ConflictError,
-    MemoryStore,
-    PostgresStore,
-    RedisStore,
-    SQLiteStore,
-    StoreCorruptError,
-    StoreError,
-    StoreOutcomeUnknownError,
-    open_store,
+from windowfit.models import (
+    ModelInfo,
+    UnknownModelError,
+    get_model,
+    list_models,
+    register_model,
 )
-from windowfit.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer, SummaryError
-from windowfit.truncation import (
-    DEFAULT_DIRECTION,
-    DEFAULT_MARKER,
-    TOKENS_OMITTED_MARKER,
-    ObservationTruncator,
-    ToolOutputTruncator,
-    Truncation,
-    compact_json,
-    truncate,
-)
-from windowfit.usage import Quota, QuotaExceededError, UsageTracker
+
+if TYPE_CHECKING:
+    from windowfit.context import (
+        Budget,
+        ContextManager,
+        Prepared,
+        StrategyDecision,
+        choose_strategy,
+        compute_budget,
+    )
+    from windowfit.fitting import FitResult, fit, render_history, repair
+    from windowfit.recalling import RecallResult, recall
+    from windowfit.session import Session
+    from windowfit.session.summaries import await_summaries, wait_for_summaries
+    from windowfit.store import (
+        ConflictError,
+        MemoryStore,
+        PostgresStore,
+        RedisStore,
+        SQLiteStore,
+        StoreCorruptError,
+        StoreError,
+        StoreOutcomeUnknownError,
+        open_store,
+    )
+    from windowfit.summarize import (
+        ExtractiveSummarizer,
+        LLMSummarizer,
+        Summarizer,
+        SummaryError,
+    )
+    from windowfit.truncation import (
+        DEFAULT_DIRECTION,
+        DEFAULT_MARKER,
+        TOKENS_OMITTED_MARKER,
+        ObservationTruncator,
+        ToolOutputTruncator,
+        Truncation,
+        compact_json,
+        truncate,
+    )
+    from windowfit.usage import (
+        Quota,
+        QuotaExceededError,
+        UsageTracker,
+    )
+
+#: The names imported on first use, by module: a process that only counts never imports the
+#: fitting, the manager, the stores or the summarizers (``import windowfit`` took 165 ms with
+#: them, most of a fresh process's load before its first count).
+_LAZY: dict[str, tuple[str, ...]] = {
+    "windowfit.context": (
+        "Budget",
+        "ContextManager",
+        "Prepared",
+        "StrategyDecision",
+        "choose_strategy",
+        "compute_budget",
+    ),
+    "windowfit.fitting": ("FitResult", "fit", "render_history", "repair"),
+    "windowfit.recalling": ("RecallResult", "recall"),
+    "windowfit.session": ("Session",),
+    "windowfit.session.summaries": ("await_summaries", "wait_for_summaries"),
+    "windowfit.store": (
+        "ConflictError",
+        "MemoryStore",
+        "PostgresStore",
+        "RedisStore",
+        "SQLiteStore",
+        "StoreCorruptError",
+        "StoreError",
+        "StoreOutcomeUnknownError",
+        "open_store",
+    ),
+    "windowfit.summarize": ("ExtractiveSummarizer", "LLMSummarizer", "Summarizer", "SummaryError"),
+    "windowfit.truncation": (
+        "DEFAULT_DIRECTION",
+        "DEFAULT_MARKER",
+        "TOKENS_OMITTED_MARKER",
+        "ObservationTruncator",
+        "ToolOutputTruncator",
+        "Truncation",
+        "compact_json",
+        "truncate",
+    ),
+    "windowfit.usage": ("Quota", "QuotaExceededError", "UsageTracker"),
+}
+_MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'windowfit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
 
 __all__ = [
     "__version__",
