@@ -64,7 +64,7 @@ pub fn admit(text: &str, stamp: u64) -> bool {
         return true;
     }
     let fp = fingerprint(text.as_bytes()) ^ stamp.wrapping_mul(0xD6E8_FEB8_6659_FD93) << 1;
-    let seen = SEEN.get_or_init(|| (0..SEEN_SLOTS).map(|_| AtomicU64::new(0)).collect());
+    let seen = SEEN.get_or_init(|| super::populated(SEEN_SLOTS, || AtomicU64::new(0)).into_boxed_slice());
     let sets = SEEN_SLOTS / WAYS;
     let set = (fp >> (64 - sets.trailing_zeros())) as usize * WAYS;
     let ways = &seen[set..set + WAYS];

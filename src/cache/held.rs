@@ -8,7 +8,7 @@
 //! Python reference in the bindings): dropping it releases the text, which happens whenever
 //! an entry is replaced or the table starts over.
 
-use super::{choose_way, table_budget};
+use super::{choose_way, first_sets, populated, table_budget};
 
 /// Ways of a set: four 32-byte slots, two adjacent cache lines (the second is prefetched
 /// with the first); fewer ways let a few sets evict each other on every pass.
@@ -42,7 +42,10 @@ struct HeldSet<H>([HeldSlot<H>; HELD_WAYS]);
 /// an insert that would pass that empties the table first.
 pub struct HeldTable<H> {
     sets: Vec<HeldSet<H>>,
+    /// Sets once grown (see [`super::FIRST_SHARE`]).
     n_sets: usize,
+    /// Entries stored since the sets were allocated at their current size.
+    stored: usize,
     bytes: usize,
     max_bytes: usize,
     victim: usize,
@@ -54,7 +57,7 @@ impl<H> HeldTable<H> {
     /// [`HELD_BUDGET_FACTOR`]). Nothing is allocated before the first insert.
     pub const fn new(slots: usize, max_bytes: usize) -> Self {
         let n_sets = (slots / HELD_WAYS).next_power_of_two();
-        Self { sets: Vec::new(), n_sets, bytes: 0, max_bytes, victim: 0 }
+        Self { sets: Vec::new(), n_sets, stored: 0, bytes: 0, max_bytes, victim: 0 }
     }
 
     #[inline]
@@ -62,7 +65,7 @@ impl<H> HeldTable<H> {
         // Objects are 16-byte aligned and allocated in runs: mix the address so neighbours
         // spread over the sets (Fibonacci hashing, the high bits are the best mixed).
         let mixed = (addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (mixed >> 32) as usize & (self.n_sets - 1)
+        (mixed >> 32) as usize & (self.sets.len() - 1)
     }
 
     /// The count stored for the object at `addr` under `stamp`.
@@ -87,7 +90,9 @@ impl<H> HeldTable<H> {
             return;
         }
         if self.sets.is_empty() {
-            self.sets = (0..self.n_sets).map(|_| HeldSet([const { HeldSlot::EMPTY }; HELD_WAYS])).collect();
+            self.sets = Self::empty_sets(first_sets(self.n_sets));
+        } else if self.sets.len() < self.n_sets && self.stored >= self.sets.len() * HELD_WAYS {
+            self.grow();
         }
         let set = self.set(addr);
         // The same object again (under a new stamp), else an empty way, else one of another
@@ -111,6 +116,31 @@ impl<H> HeldTable<H> {
         }
         self.sets[set].0[way] = HeldSlot { addr, stamp, count, len: len as u32, holder: Some(holder()) };
         self.bytes += len;
+        self.stored += 1;
+    }
+
+    fn empty_sets(n: usize) -> Vec<HeldSet<H>> {
+        populated(n, || HeldSet([const { HeldSlot::EMPTY }; HELD_WAYS]))
+    }
+
+    /// Every set allocated: the entries move to their sets in the larger table, each still
+    /// holding its object (one finding its set full is released).
+    fn grow(&mut self) {
+        let old = std::mem::replace(&mut self.sets, Self::empty_sets(self.n_sets));
+        self.stored = 0;
+        for slot in old.into_iter().flat_map(|set| set.0) {
+            if slot.holder.is_none() {
+                continue;
+            }
+            let set = self.set(slot.addr);
+            match self.sets[set].0.iter().position(|s| s.holder.is_none()) {
+                Some(way) => {
+                    self.sets[set].0[way] = slot;
+                    self.stored += 1;
+                }
+                None => self.bytes -= slot.len as usize,
+            }
+        }
     }
 
     /// Drop every entry and release what they hold.
@@ -121,6 +151,7 @@ impl<H> HeldTable<H> {
             }
         }
         self.bytes = 0;
+        self.stored = 0;
     }
 
     /// Entries stored (any stamp).
@@ -142,6 +173,26 @@ impl<H> HeldTable<H> {
 mod tests {
     use super::*;
     use std::rc::Rc;
+
+    #[test]
+    fn grows_once_full_keeping_every_entry_and_its_object() {
+        // 1,024 slots: 16 sets of 4 at first; each larger set draws from one smaller one
+        // (the same low bits), so every entry finds a way in the grown table
+        let mut t: HeldTable<Rc<()>> = HeldTable::new(1024, 1 << 20);
+        let objects: Vec<Rc<()>> = (0..64).map(|_| Rc::new(())).collect();
+        for (i, o) in objects.iter().enumerate() {
+            t.insert(0x1000 + 16 * i, 1, 1, i as u32, || Rc::clone(o));
+        }
+        assert_eq!(t.sets.len(), 16);
+        let held: Vec<usize> = (0..64).filter(|&i| Rc::strong_count(&objects[i]) == 2).collect();
+        let before = t.len();
+        t.insert(0x9000, 1, 1, 99, || Rc::new(()));
+        assert_eq!((t.sets.len(), t.len(), t.bytes()), (256, before + 1, before + 1));
+        for &i in &held {
+            assert_eq!((t.get(0x1000 + 16 * i, 1), Rc::strong_count(&objects[i])), (Some(i as u32), 2));
+        }
+        assert!(objects.iter().all(|o| Rc::strong_count(o) <= 2));
+    }
 
     #[test]
     fn finds_by_address_and_stamp_only() {
