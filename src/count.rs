@@ -412,7 +412,7 @@ impl Counter {
         };
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         let raw: Vec<(usize, Option<bool>)> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::map_largest_first(texts, |t| t.as_ref().len(), one)
+            crate::parallel::map_largest_first(texts, bytes, |t| t.as_ref().len(), one)
         } else {
             texts.iter().map(one).collect()
         };
@@ -437,7 +437,7 @@ impl Counter {
         };
         let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
         let out: Vec<usize> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::map_largest_first(texts, |t| t.as_ref().len(), one)
+            crate::parallel::map_largest_first(texts, bytes, |t| t.as_ref().len(), one)
         } else {
             texts.iter().map(one).collect()
         };

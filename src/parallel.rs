@@ -45,25 +45,25 @@ pub fn threads() -> usize {
 const LARGE_SHARE: usize = 64;
 
 /// `f` of every item on the pool, in the items' order, the largest (each at least a
-/// [`LARGE_SHARE`]th of the batch by `size`) started first, largest to smallest. Started in
-/// the batch's order, a large text picked up last (a 229 KB source file of a 2 MB batch)
-/// left one core counting it while the other had nothing left.
+/// [`LARGE_SHARE`]th of `total`, the items' sizes summed) started first, largest to
+/// smallest. Started in the batch's order, a large text picked up last (a 229 KB source file
+/// of a 2 MB batch) left one core counting it while the other had nothing left.
 pub fn map_largest_first<T: Sync, R: Send>(
     items: &[T],
+    total: usize,
     size: impl Fn(&T) -> usize + Sync,
     f: impl Fn(&T) -> R + Sync + Send,
 ) -> Vec<R> {
     use rayon::prelude::*;
-    let total: usize = items.iter().map(&size).sum();
     let large = |i: &usize| size(&items[*i]) >= (total / LARGE_SHARE).max(1);
-    if !(0..items.len()).any(|i| large(&i)) {
+    let mut order: Vec<usize> = (0..items.len()).filter(large).collect();
+    if order.is_empty() {
         // a batch of small texts (dialog): the batch's own order, no indices to follow
         return install(|| items.par_iter().map(f).collect());
     }
-    let (mut first, rest): (Vec<usize>, Vec<usize>) = (0..items.len()).partition(large);
-    first.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
-    first.extend(rest);
-    let done: Vec<(usize, R)> = install(|| first.par_iter().map(|&i| (i, f(&items[i]))).collect());
+    order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
+    order.extend((0..items.len()).filter(|i| !large(i)));
+    let done: Vec<(usize, R)> = install(|| order.par_iter().map(|&i| (i, f(&items[i]))).collect());
     let mut out: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
     for (i, r) in done {
         out[i] = Some(r);
@@ -102,19 +102,34 @@ mod tests {
     }
 
     #[test]
-    fn largest_first_keeps_the_items_order_and_maps_each_once() {
+    fn largest_first_starts_the_large_items_first_and_keeps_the_items_order() {
+        // sizes 0..12 with three large items among them (each over a 64th of the total)
         let items: Vec<usize> = (0..500).map(|i| if i % 97 == 3 { 10_000 + i } else { i % 13 }).collect();
-        let calls = std::sync::atomic::AtomicUsize::new(0);
-        let out = map_largest_first(
-            &items,
-            |&n| n,
-            |&n| {
-                calls.fetch_add(1, Ordering::Relaxed);
-                n * 2
-            },
-        );
+        let total = items.iter().sum();
+        let started = std::sync::Mutex::new(Vec::new());
+        // one thread takes the items in the order they are handed out
+        let pool = ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let out = pool.install(|| {
+            map_largest_first(
+                &items,
+                total,
+                |&n| n,
+                |&n| {
+                    started.lock().unwrap().push(n);
+                    n * 2
+                },
+            )
+        });
         assert_eq!(out, items.iter().map(|n| n * 2).collect::<Vec<_>>());
-        assert_eq!(calls.load(Ordering::Relaxed), items.len());
-        assert!(map_largest_first(&[] as &[usize], |&n| n, |&n| n).is_empty());
+        let started = started.into_inner().unwrap();
+        assert_eq!(started.len(), items.len(), "each item mapped once");
+        assert_eq!(
+            started[..6],
+            [10_488, 10_391, 10_294, 10_197, 10_100, 10_003],
+            "the large first, largest to smallest"
+        );
+        let rest: Vec<usize> = items.iter().copied().filter(|&n| n < 10_000).collect();
+        assert_eq!(started[6..], rest, "then the others in their order");
+        assert!(map_largest_first(&[] as &[usize], 0, |&n| n, |&n| n).is_empty());
     }
 }
