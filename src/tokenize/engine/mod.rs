@@ -3,16 +3,16 @@
 //!
 //! Per piece of the hand-written split ([`split`], 64 ASCII bytes at a time by [`blocks`]),
 //! in order of cost:
-//! 0. a piece of one or two bytes: one token, or two when the pair is not one (a dense
-//!    table of pairs);
 //! 1. the piece was counted before on this thread: one probe of the thread's hot table of
 //!    2,048 recent pieces, else one probe of one line of a bounded per-thread table of short
 //!    pieces packed inline with their counts ([`pieces`]), large enough for a working
 //!    vocabulary of code and prose. Those probes go sixteen pieces behind the split, their
 //!    lines asked of memory as the pieces are found;
-//! 2. the piece is one token (a word with its leading space, usually): one probe of the
+//! 2. a piece of one or two bytes: one token, or two when the pair is not one (a dense
+//!    table of pairs);
+//! 3. the piece is one token (a word with its leading space, usually): one probe of the
 //!    vocabulary;
-//! 3. byte-pair merge ([`bpe`]).
+//! 4. byte-pair merge ([`bpe`]).
 //!
 //! Pieces longer than a packed key are looked up in the vocabulary, then in a smaller
 //! per-thread map by their bytes.
@@ -169,28 +169,26 @@ impl Engine {
     /// the key is packed with one load that may read past the piece, see [`pack_at`]).
     #[inline(always)]
     fn count_span_with(&self, cache: &mut PieceCache, rest: &[u8], n: usize) -> usize {
-        match self.count_unprobed(cache, rest, n) {
+        if n > SHORT {
+            return self.count_long(cache, &rest[..n]);
+        }
+        let key = pack_at(rest, n);
+        match cache.table.get_hot(key) {
             Some(count) => count,
-            None => self.count_packed(cache, &[pack_at(rest, n)]),
+            None => self.count_packed(cache, &[key]),
         }
     }
 
-    /// Tokens of a piece the piece table is not asked about, `None` for the others: one of
-    /// one or two bytes (a third of source code's pieces: operators, breaks, a space), kept
-    /// out of the table, or one longer than a packed key.
-    #[inline(always)]
-    fn count_unprobed(&self, cache: &mut PieceCache, rest: &[u8], n: usize) -> Option<usize> {
-        if n <= 2 {
-            if let Some(count) = self.vocab.count_tiny(&rest[..n]) {
-                return Some(count);
-            }
-        }
-        (n > SHORT).then(|| self.count_long(cache, &rest[..n]))
-    }
-
-    /// Tokens of a short piece the table missed.
+    /// Tokens of a short piece the table missed. One of one or two bytes is answered by the
+    /// dense table of pairs; such pieces are a third of source code's (operators, breaks, a
+    /// space), and they go through the piece table all the same: asked first by its length,
+    /// a branch the predictor misses on every other piece of code, they cost more than their
+    /// hot-table probe (steady source code 1.2x faster so, benches/RESULTS.md, 2026-11-27).
     #[inline(always)]
     fn count_short(&self, piece: &[u8], key: u128) -> usize {
+        if let Some(count) = self.vocab.count_tiny(piece) {
+            return count;
+        }
         if self.vocab.rank_packed(key).is_some() {
             return 1;
         }
@@ -228,8 +226,8 @@ impl Engine {
             let mut queue = [0u128; AHEAD];
             let mut queued = 0;
             self.pieces(text).for_each_span(|rest, len| {
-                if let Some(count) = self.count_unprobed(cache, rest, len) {
-                    n += count;
+                if len > SHORT {
+                    n += self.count_long(cache, &rest[..len]);
                     return true;
                 }
                 let key = pack_at(rest, len);
