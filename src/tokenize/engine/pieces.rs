@@ -105,11 +105,17 @@ pub fn usage() -> (usize, usize) {
 }
 
 /// Slots of the hot table, a direct-mapped one in front of the sets of a table of at least
-/// [`HOT_MIN_ENTRIES`]: 32 KiB, within the core's nearest caches. Source code's 10^4-10^5
-/// distinct short pieces spread over megabytes of sets, one cache line each, which the core's
-/// caches cannot keep; its 2,048 commonest pieces are four fifths of its probes. Sized by
-/// measurement: 2^10 slots gained less, 2^12 and 2^13 no more.
-pub const HOT_ENTRIES: usize = 1 << 11;
+/// [`HOT_MIN_ENTRIES`], once the table has grown past its first size: 256 KiB, within a
+/// core's second-level cache. Source code's 10^4-10^5 distinct short pieces spread over
+/// megabytes of sets, one cache line each, which the core's caches cannot keep; its 16,384
+/// commonest pieces, operators and spaces among them, are nearly all its probes. Sized by
+/// measurement (steady source code, cl100k): 2^11 slots 0.86x of 2^14, 2^13 0.95x, 2^15 and
+/// 2^16 no faster than 2^14 (benches/RESULTS.md, 2026-11-27).
+pub const HOT_ENTRIES: usize = 1 << 14;
+/// Slots of the hot table in front of a table at its first size (32 KiB): a thread that
+/// counts dialog keeps its table small, and a larger hot table's fresh pages cost its first
+/// pass more than they save (English dialog 142 against 155 MB/s with 2^14 slots).
+pub const HOT_FIRST_ENTRIES: usize = 1 << 11;
 const HOT_MIN_ENTRIES: usize = 1 << 15;
 
 /// Bytes of a set: one cache line.
@@ -257,7 +263,8 @@ impl PieceTable {
         }
         self.slots = slots;
         if n_sets * WAYS >= HOT_MIN_ENTRIES && self.hot.is_empty() {
-            self.hot = vec![0; HOT_ENTRIES];
+            let grown = n_sets * WAYS > first_entries();
+            self.hot = vec![0; if grown { HOT_ENTRIES } else { HOT_FIRST_ENTRIES }];
         }
         self.mask = n_sets - 1;
         self.bits = n_sets.trailing_zeros();
@@ -321,7 +328,8 @@ impl PieceTable {
     /// The slot of `key` in the hot table.
     #[inline(always)]
     fn hot_of(&self, key: u128) -> usize {
-        // The hash's top bits; with no hot table, past its end.
+        // The hash's top bits (as many as the largest hot table takes; a smaller one keeps
+        // the lowest of them); with no hot table, past its end.
         (hash(key) >> (64 - HOT_ENTRIES.trailing_zeros())) as usize & self.hot.len().wrapping_sub(1)
     }
 
@@ -434,17 +442,17 @@ pub(crate) mod tests {
         assert_eq!((t.get_hot(k), t.bytes()), (None, HOT_MIN_ENTRIES / 2 * 16), "none in front of a small table");
         set_entries(HOT_MIN_ENTRIES);
         t.ready();
-        assert_eq!(t.bytes(), HOT_MIN_ENTRIES * 16 + HOT_ENTRIES * 16, "its memory is counted");
+        assert_eq!(t.bytes(), HOT_MIN_ENTRIES * 16 + HOT_FIRST_ENTRIES * 16, "its memory is counted");
         assert!(usage().1 >= t.bytes());
         // Each slot keeps the last piece given it, and only that piece is found there.
-        let keys: Vec<u128> = (0..HOT_ENTRIES as u32 * 4).map(|i| pack(format!("h{i}").as_bytes())).collect();
+        let keys: Vec<u128> = (0..HOT_FIRST_ENTRIES as u32 * 4).map(|i| pack(format!("h{i}").as_bytes())).collect();
         for (i, &k) in keys.iter().enumerate() {
             t.keep_hot(k, i % 16);
             assert_eq!(t.get_hot(k), Some(i % 16), "just kept");
         }
         let found: Vec<usize> =
             keys.iter().enumerate().filter(|(_, &k)| t.get_hot(k).is_some()).map(|(i, _)| i).collect();
-        assert!(found.len() <= HOT_ENTRIES && found.len() > HOT_ENTRIES / 2, "{}", found.len());
+        assert!(found.len() <= HOT_FIRST_ENTRIES && found.len() > HOT_FIRST_ENTRIES / 2, "{}", found.len());
         assert!(found.iter().all(|&i| t.get_hot(keys[i]) == Some(i % 16)));
         // Off with the table.
         set_entries(0);
@@ -461,6 +469,7 @@ pub(crate) mod tests {
         t.ready();
         let first = first_entries();
         assert_eq!(t.set_bytes(), first * 16, "starts at its first size");
+        assert_eq!(t.bytes() - t.set_bytes(), HOT_FIRST_ENTRIES * 16, "with a small hot table");
         // a few pieces looked up again and again: the table stays small
         let few: Vec<u128> = (0..1000u32).map(|i| pack(format!("w{i}").as_bytes())).collect();
         for _ in 0..100 {
@@ -494,7 +503,7 @@ pub(crate) mod tests {
         }
         assert!(grown);
         assert_eq!(t.set_bytes(), FIRST_ENTRIES * 8 * 16, "never past the bound");
-        assert_eq!(t.bytes() - t.set_bytes(), HOT_ENTRIES * 16, "and its hot table");
+        assert_eq!(t.bytes() - t.set_bytes(), HOT_ENTRIES * 16, "and its large hot table");
         // whatever it finds is what was stored last
         for (n, &k) in many.iter().enumerate().skip(many.len() - 1000) {
             assert!(t.get(k).is_none_or(|c| c == n % 15 + 1));
