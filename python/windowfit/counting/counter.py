@@ -172,9 +172,9 @@ class Counter(_core.Counter):
     ``piece_cache_entries`` bounds the per-thread tables of pieces (words, identifiers,
     indentation) and their counts that the embedded encodings keep for every counter of the
     process: default 2**19 entries (at most 8 MiB per thread and encoding that counts, and
-    32 KiB for a hot table of recent pieces in front; each starts at 1 MiB, 2 MiB on a huge
-    page where Linux has them, and grows when its misses call for it), 0 turns them off, at
-    most 2**28;
+    a hot table of recent pieces in front: 32 KiB, 512 KiB once 8,192 pieces are stored; each
+    table starts at 1 MiB, 2 MiB on a huge page where Linux has them, and grows when its
+    misses call for it), 0 turns them off, at most 2**28;
     also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies, process-wide;
     ``cache_info()`` reports it and the bytes the tables hold.
 

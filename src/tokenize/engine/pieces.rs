@@ -18,8 +18,8 @@
 //! thread's table is allocated: the table of a thread follows a new bound at its next count,
 //! emptied. A table starts at [`FIRST_ENTRIES`] (2 MiB on huge pages, where the system has
 //! them) and grows to the bound, its pieces kept, once
-//! it has taken in an eighth as many new pieces as it holds: a thread that counts dialog
-//! keeps a small table, one that counts source code grows to the bound. Allocated
+//! it has taken in a quarter as many new pieces as it holds: a thread that counts dialog or
+//! one project's code keeps a small table, one that meets more grows to the bound. Allocated
 //! whole at once, the bound's 8 MiB cost a fresh thread its first pages on nearly every new
 //! piece (dialog's first pass 19 against 54 MB/s with a 1 MiB table, and on 16 threads a
 //! batch of short texts slowed as threads were added). A table of 2 MiB or more (the bound,
@@ -68,9 +68,12 @@ fn huge_pages() -> bool {
 fn huge_pages() -> bool {
     false
 }
-/// A table grows (to its bound, at once) once it has taken in this share of what it holds:
-/// a working vocabulary it cannot keep (source code); dialog stays under it.
-const GROW_AFTER: usize = 8;
+/// A table grows (to its bound, at once) once it has taken in this share of what it holds
+/// (a quarter: its four-way sets still evict next to nothing): a working vocabulary it
+/// cannot keep. The corpora of the benchmarks (source code, dialog: at most some 20,000
+/// short pieces each) stay under it. Growing at an eighth, source code's table grew in its
+/// first pass, and the fresh pages and the copy made that pass 1.2x slower.
+const GROW_AFTER: usize = 4;
 
 /// The largest bound accepted: 2^28 entries, 4 GiB per thread and vocabulary.
 pub const MAX_ENTRIES: usize = 1 << 28;
@@ -105,17 +108,22 @@ pub fn usage() -> (usize, usize) {
 }
 
 /// Slots of the hot table, a direct-mapped one in front of the sets of a table of at least
-/// [`HOT_MIN_ENTRIES`], once the table has grown past its first size: 256 KiB, within a
-/// core's second-level cache. Source code's 10^4-10^5 distinct short pieces spread over
-/// megabytes of sets, one cache line each, which the core's caches cannot keep; its 16,384
+/// [`HOT_MIN_ENTRIES`], once the table has stored [`HOT_GROW_AFTER`] pieces: 512 KiB, within
+/// a core's second-level cache. Source code's 10^4-10^5 distinct short pieces spread over
+/// megabytes of sets, one cache line each, which the core's caches cannot keep; its 32,768
 /// commonest pieces, operators and spaces among them, are nearly all its probes. Sized by
-/// measurement (steady source code, cl100k): 2^11 slots 0.86x of 2^14, 2^13 0.95x, 2^15 and
-/// 2^16 no faster than 2^14 (benches/RESULTS.md, 2026-11-27).
-pub const HOT_ENTRIES: usize = 1 << 14;
-/// Slots of the hot table in front of a table at its first size (32 KiB): a thread that
-/// counts dialog keeps its table small, and a larger hot table's fresh pages cost its first
-/// pass more than they save (English dialog 142 against 155 MB/s with 2^14 slots).
+/// measurement (steady source code, cl100k, fresh processes): with 2^11 slots 0.86x of 2^14,
+/// with 2^13 0.95x; 2^15 1.06x of 2^14 in front of a table of 2 MiB, where with a table grown
+/// to 8 MiB 2^14 to 2^16 counted alike (benches/RESULTS.md, 2026-11-27).
+pub const HOT_ENTRIES: usize = 1 << 15;
+/// Slots of a table's first hot table (32 KiB): a thread that counts dialog keeps a small
+/// working vocabulary, and a larger hot table's fresh pages cost its first pass more than
+/// they save (English dialog 142 against 155 MB/s with 2^14 slots from the start).
 pub const HOT_FIRST_ENTRIES: usize = 1 << 11;
+/// A small hot table is traded for the large one once its table has stored this many
+/// pieces: a working vocabulary the small one cannot keep (source code's is some 20,000
+/// short pieces; English dialog's 4,000).
+const HOT_GROW_AFTER: usize = 4 * HOT_FIRST_ENTRIES;
 const HOT_MIN_ENTRIES: usize = 1 << 15;
 
 /// Bytes of a set: one cache line.
@@ -232,6 +240,13 @@ impl PieceTable {
             }
         }
         self.stored = 0;
+    }
+
+    /// The large hot table in place of the small one, empty.
+    #[cold]
+    fn grow_hot(&mut self) {
+        self.hot = vec![0; HOT_ENTRIES];
+        ALLOCATED.fetch_add((HOT_ENTRIES - HOT_FIRST_ENTRIES) * 16, Ordering::Relaxed);
     }
 
     /// Allocate an empty table of `entries` entries (rounded to whole sets, a power of two).
@@ -365,6 +380,9 @@ impl PieceTable {
         if self.stored >= (self.mask + 1) * WAYS / GROW_AFTER && !self.slots.is_empty() {
             self.grow(); // before the store, so growing evicts nothing
         }
+        if self.stored == HOT_GROW_AFTER && self.hot.len() == HOT_FIRST_ENTRIES {
+            self.grow_hot();
+        }
         let at = self.set_of(key);
         if let Some(set) = self.slots.get_mut(at..at + WAYS) {
             set.copy_within(0..WAYS - 1, 1);
@@ -458,6 +476,29 @@ pub(crate) mod tests {
         set_entries(0);
         t.ready();
         assert_eq!((t.get_hot(keys[found[0]]), t.bytes()), (None, 0));
+        set_entries(DEFAULT_ENTRIES);
+    }
+
+    #[test]
+    fn a_small_hot_table_gives_way_to_the_large_one_once_many_pieces_are_stored() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(DEFAULT_ENTRIES);
+        let mut t = PieceTable::default();
+        t.ready();
+        let k = pack(b"kept");
+        t.keep_hot(k, 3);
+        assert_eq!((t.hot.len(), t.get_hot(k)), (HOT_FIRST_ENTRIES, Some(3)));
+        for i in 0..HOT_GROW_AFTER as u32 {
+            t.insert(pack(format!("g{i}").as_bytes()), 1);
+        }
+        assert_eq!(t.hot.len(), HOT_FIRST_ENTRIES, "not before");
+        t.insert(pack(b"one more"), 2);
+        assert_eq!(t.hot.len(), HOT_ENTRIES);
+        assert_eq!(t.bytes(), t.set_bytes() + HOT_ENTRIES * 16, "its memory is counted");
+        assert_eq!(t.get_hot(k), None, "it starts empty");
+        t.keep_hot(k, 3);
+        assert_eq!(t.get_hot(k), Some(3));
+        assert_eq!(t.get(pack(b"one more")), Some(2), "the sets keep their pieces");
         set_entries(DEFAULT_ENTRIES);
     }
 
