@@ -36,6 +36,31 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// Run `work` on the calling thread and, at the same time, on `helpers` threads of the pool
+/// (those that have this process's threads, as [`install`]), returning once every run has
+/// returned; `work` shares out its own items. Called from outside the pool, a parallel
+/// iterator hands all its work to the pool and waits for its threads to wake; here the
+/// caller starts at once and the helpers join as they wake.
+pub fn share<W: Fn() + Sync>(helpers: usize, work: W) {
+    claim_home();
+    let pid = std::process::id();
+    if HOME.load(Ordering::Relaxed) == pid {
+        return rayon::in_place_scope(|scope| spread(scope, helpers, &work));
+    }
+    match child_pool(pid) {
+        Some(pool) => pool.in_place_scope(|scope| spread(scope, helpers, &work)),
+        None => work(),
+    }
+}
+
+/// `work` spawned `helpers` times into `scope`, then run here.
+fn spread<'scope, W: Fn() + Sync>(scope: &rayon::Scope<'scope>, helpers: usize, work: &'scope W) {
+    for _ in 0..helpers {
+        scope.spawn(move |_| work());
+    }
+    work();
+}
+
 /// Threads parallel work gets here.
 pub fn threads() -> usize {
     install(rayon::current_num_threads)
@@ -99,6 +124,33 @@ mod tests {
         let sum: u64 = install(|| (0..1000u64).into_par_iter().sum());
         assert_eq!(sum, 499_500);
         assert!(threads() >= 1);
+    }
+
+    #[test]
+    fn share_runs_the_work_here_and_on_each_helper_and_every_item_once() {
+        use std::sync::atomic::AtomicUsize;
+        claim_home();
+        let items: Vec<usize> = (0..1000).collect();
+        for helpers in [0, 1, 3] {
+            let (next, runs) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let done = std::sync::Mutex::new(Vec::new());
+            let caller = std::thread::current().id();
+            let here = AtomicUsize::new(0);
+            share(helpers, || {
+                runs.fetch_add(1, Ordering::Relaxed);
+                if std::thread::current().id() == caller {
+                    here.fetch_add(1, Ordering::Relaxed);
+                }
+                while let Some(&i) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    done.lock().unwrap().push(i);
+                }
+            });
+            assert_eq!(runs.into_inner(), helpers + 1, "the caller and each helper");
+            assert_eq!(here.into_inner(), 1, "the caller ran it itself");
+            let mut done = done.into_inner().unwrap();
+            done.sort_unstable();
+            assert_eq!(done, items, "every item once");
+        }
     }
 
     #[test]
