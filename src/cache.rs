@@ -19,25 +19,12 @@ use std::hash::{BuildHasher, Hasher};
 use quick_cache::sync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
 
+pub(crate) use crate::memory::populated;
+
 mod admit;
 mod held;
 pub use admit::ADMIT_AT_ONCE;
 pub use held::HeldTable;
-
-/// `n` values made by `fill`, their memory mapped in one request before it is written.
-///
-/// The tables a counter fills on first use (the admission table, a thread's held and front
-/// tables: 2 MiB between them) were written value by value, each of their 512 pages faulting
-/// on its first write; in a virtual machine a fault costs microseconds, and a fresh process's
-/// first pass over short texts counted half as fast as with the cache off. Asking for all
-/// the pages at once (`MADV_POPULATE_WRITE`, Linux 5.14 on) maps them without a fault each;
-/// where the request is refused the pages fault as before.
-pub(crate) fn populated<T>(n: usize, fill: impl FnMut() -> T) -> Vec<T> {
-    let mut values: Vec<T> = Vec::with_capacity(n);
-    populate(values.as_mut_ptr().cast::<u8>(), n * std::mem::size_of::<T>());
-    values.extend(std::iter::repeat_with(fill).take(n));
-    values
-}
 
 /// A thread's held and front tables start at this share of their sets and take the rest once
 /// they have stored as many entries as they have slots: a process that counts a few thousand
@@ -48,22 +35,6 @@ pub(crate) const FIRST_SHARE: usize = 16;
 pub(crate) fn first_sets(n_sets: usize) -> usize {
     (n_sets / FIRST_SHARE).max(1)
 }
-
-#[cfg(target_os = "linux")]
-fn populate(at: *mut u8, len: usize) {
-    const PAGE: usize = 4096;
-    // whole pages inside the allocation only
-    let start = (at as usize).next_multiple_of(PAGE);
-    let end = (at as usize + len) / PAGE * PAGE;
-    if end > start {
-        // SAFETY: whole pages of a live allocation of ours, not yet written; populating changes
-        // no contents (they are still to be written) and a refusal is harmless.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_POPULATE_WRITE) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn populate(_at: *mut u8, _len: usize) {}
 
 /// Keys are already uniform 128-bit hashes: hashing them again only costs time, so the
 /// map uses their low 64 bits as they are.

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod count;
 pub mod error;
 pub mod fit;
+pub mod memory;
 pub mod message;
 pub mod parallel;
 pub mod recall;
