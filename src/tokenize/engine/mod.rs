@@ -210,7 +210,8 @@ impl Engine {
     /// Tokens of `text`. A text of `PARALLEL_MIN` bytes or more is counted in chunks that
     /// the calling thread and the pool's threads take in turn ([`crate::parallel::share`]):
     /// the caller starts at once, where a parallel iterator waited for the pool's threads to
-    /// wake (1 MB after a pause of 20 ms: 2.4 against 1.6 ms, benches/RESULTS.md, 2026-11-27).
+    /// wake (a 1 MB log truncated with its whole count after a pause of 20 ms: 2.4 against
+    /// 1.6 ms, benches/RESULTS.md, 2026-11-27).
     pub fn count(&self, text: &str) -> usize {
         if text.len() >= PARALLEL_MIN {
             use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

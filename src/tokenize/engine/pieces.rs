@@ -112,13 +112,13 @@ pub fn usage() -> (usize, usize) {
 /// a core's second-level cache. Source code's 10^4-10^5 distinct short pieces spread over
 /// megabytes of sets, one cache line each, which the core's caches cannot keep; its 32,768
 /// commonest pieces, operators and spaces among them, are nearly all its probes. Sized by
-/// measurement (steady source code, cl100k, fresh processes): with 2^11 slots 0.86x of 2^14,
-/// with 2^13 0.95x; 2^15 1.06x of 2^14 in front of a table of 2 MiB, where with a table grown
-/// to 8 MiB 2^14 to 2^16 counted alike (benches/RESULTS.md, 2026-11-27).
+/// measurement (steady source code, cl100k): with 2^11 slots 0.86x of 2^14, with 2^13 0.93x;
+/// 2^15 1.06x of 2^14 in front of a table of 2 MiB, where in front of a table grown to 8 MiB
+/// 2^14 to 2^16 counted within 5% of each other (benches/RESULTS.md, 2026-11-27).
 pub const HOT_ENTRIES: usize = 1 << 15;
 /// Slots of a table's first hot table (32 KiB): a thread that counts dialog keeps a small
 /// working vocabulary, and a larger hot table's fresh pages cost its first pass more than
-/// they save (English dialog 142 against 155 MB/s with 2^14 slots from the start).
+/// they save (English dialog 139 against 150 MB/s with 2^15 slots from the start).
 pub const HOT_FIRST_ENTRIES: usize = 1 << 11;
 /// A small hot table is traded for the large one once its table has stored this many
 /// pieces: a working vocabulary the small one cannot keep (source code's is some 20,000
@@ -181,9 +181,10 @@ impl Drop for PieceTable {
 
 /// An empty hot table of `slots` slots, its pages mapped writable at once: probed before it
 /// is written, its pages would each fault twice, the second time with an interrupt to every
-/// core the process's other threads run on (see [`crate::memory::populated`]). With 2^15
-/// slots mapped so, a first pass over source code on two threads counted 430 MB/s, mapped
-/// page by page 221 (`benches/RESULTS.md`, 2026-11-27).
+/// core the process's other threads run on (see [`crate::memory::populated`]). A first pass
+/// over source code on two fresh threads counted 221 MB/s with the hot table of 2^15 slots
+/// mapped page by page, 395 with it mapped at once, 430 with the sets too
+/// (`benches/RESULTS.md`, 2026-11-27).
 fn hot_table(slots: usize) -> Vec<u128> {
     crate::memory::populated(slots, || 0)
 }
