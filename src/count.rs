@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
 use crate::cache::{text_key, CacheInfo, CountCache, HeldTable};
@@ -222,7 +221,7 @@ impl Counter {
     }
 
     /// Count the messages not found by `peek_message` and cache them under their keys;
-    /// spread over all cores when there is enough new text.
+    /// spread over the calling thread and the pool, the largest first, when there is enough new text.
     pub fn count_missing<S: AsRef<str> + Sync>(&self, msgs: &[(u128, &Message<S>)]) -> Vec<usize> {
         let counts = self.count_missing_until(msgs, None);
         counts.into_iter().map(|n| n.expect("an uncapped count is always given")).collect()
@@ -248,7 +247,7 @@ impl Counter {
             Some(cap) => self.compute_message_until(m, cap),
         };
         let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::install(|| msgs.par_iter().map(count).collect())
+            crate::parallel::map_largest_first(msgs, new_bytes, |(_, m)| m.text_len(), count)
         } else {
             msgs.iter().map(count).collect()
         };
