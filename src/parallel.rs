@@ -177,6 +177,28 @@ mod tests {
     }
 
     #[test]
+    fn largest_first_on_many_threads_maps_every_item_once_in_the_items_order() {
+        // a pool of four threads: the caller and three helpers claim large items and runs
+        let items: Vec<usize> = (0..5000).map(|i| if i % 701 == 0 { 50_000 } else { i % 17 }).collect();
+        let total = items.iter().sum();
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let pool = ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let out = pool.install(|| {
+            map_largest_first(
+                &items,
+                total,
+                |&n| n,
+                |&n| {
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    n + 1
+                },
+            )
+        });
+        assert_eq!(out, items.iter().map(|n| n + 1).collect::<Vec<_>>());
+        assert_eq!(calls.into_inner(), items.len(), "each item mapped once");
+    }
+
+    #[test]
     fn largest_first_starts_the_large_items_first_and_keeps_the_items_order() {
         // sizes 0..12 with three large items among them (each over a 64th of the total)
         let items: Vec<usize> = (0..500).map(|i| if i % 97 == 3 { 10_000 + i } else { i % 13 }).collect();

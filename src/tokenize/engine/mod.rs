@@ -208,24 +208,15 @@ impl Engine {
     }
 
     /// Tokens of `text`. A text of `PARALLEL_MIN` bytes or more is counted in chunks that
-    /// the calling thread and the pool's threads take in turn ([`crate::parallel::share`]):
-    /// the caller starts at once, where a parallel iterator waited for the pool's threads to
-    /// wake (a 1 MB log truncated with its whole count after a pause of 20 ms: 2.4 against
-    /// 1.6 ms, benches/RESULTS.md, 2026-11-27).
+    /// the calling thread and the pool's threads take in turn
+    /// ([`crate::parallel::map_largest_first`]): the caller starts at once, where a parallel
+    /// iterator waited for the pool's threads to wake (a 1 MB log truncated with its whole
+    /// count after a pause of 20 ms: 2.4 against 1.6 ms, benches/RESULTS.md, 2026-11-27).
     pub fn count(&self, text: &str) -> usize {
         if text.len() >= PARALLEL_MIN {
-            use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
             let parts = chunks(text, PARALLEL_CHUNK);
-            let (next, total) = (AtomicUsize::new(0), AtomicUsize::new(0));
-            let helpers = (crate::parallel::threads().max(1) - 1).min(parts.len() - 1);
-            crate::parallel::share(helpers, || {
-                let mut n = 0;
-                while let Some(part) = parts.get(next.fetch_add(1, Relaxed)) {
-                    n += self.count_serial(part);
-                }
-                total.fetch_add(n, Relaxed);
-            });
-            return total.into_inner();
+            let counts = crate::parallel::map_largest_first(&parts, text.len(), |p| p.len(), |p| self.count_serial(p));
+            return counts.into_iter().sum();
         }
         self.count_serial(text)
     }

@@ -156,9 +156,10 @@ unsafe fn advise_huge(_at: *mut u8, _len: usize) {}
 #[derive(Default)]
 pub struct PieceTable {
     /// The entries, set after set from `start` (the first 64-byte boundary, or huge-page
-    /// boundary, see [`HUGE_PAGE`]). Allocated zeroed as plain integers, so the allocator
-    /// hands out fresh zero pages the system maps only when a set on them is first written:
-    /// a thread that counts a little text touches a little of its table.
+    /// boundary, see [`HUGE_PAGE`]). Allocated zeroed as plain integers, then mapped writable
+    /// at once (see `allocate`): the table starts small ([`first_entries`]), so a thread that
+    /// counts a little text maps 1-2 MiB, and on huge pages its first probe mapped that much
+    /// anyway.
     slots: Vec<u128>,
     start: usize,
     /// Sets - 1, or 0 with no sets (then every lookup misses and nothing is stored).
