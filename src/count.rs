@@ -172,10 +172,6 @@ pub struct Counter {
     calibration: AtomicU64,
 }
 
-/// Batches smaller than this are counted on the calling thread: spreading them over the
-/// pool costs more than it saves.
-const PARALLEL_MIN_BYTES: usize = 64 * 1024;
-
 /// Messages with this much text are read only up to a cap by [`Counter::count_missing_until`];
 /// below it a full count costs little and is cached for the next turn.
 pub const UNTIL_MIN_BYTES: usize = 1 << 20;
@@ -237,7 +233,6 @@ impl Counter {
         msgs: &[(u128, &Message<S>)],
         cap: Option<usize>,
     ) -> Vec<Option<usize>> {
-        let new_bytes: usize = msgs.iter().map(|(_, m)| m.text_len()).sum();
         // Uncapped, a long text goes through the cached, all-cores count. Capped, a message
         // known to pass a cap at least this high is not read again (a fit re-run every turn
         // with the same budget reads a huge output once).
@@ -246,11 +241,7 @@ impl Counter {
             Some(cap) if m.text_len() >= UNTIL_MIN_BYTES && self.cache.floor(key).is_some_and(|f| f >= cap) => None,
             Some(cap) => self.compute_message_until(m, cap),
         };
-        let raw: Vec<Option<usize>> = if msgs.len() > 1 && new_bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::map_largest_first(msgs, new_bytes, |(_, m)| m.text_len(), count)
-        } else {
-            msgs.iter().map(count).collect()
-        };
+        let raw = crate::parallel::map_batch(msgs, |(_, m)| m.text_len(), count);
         for ((key, _), n) in msgs.iter().zip(&raw) {
             match (n, cap) {
                 (Some(n), _) => self.cache.insert(*key, *n),
@@ -409,12 +400,7 @@ impl Counter {
                 }
             }
         };
-        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
-        let raw: Vec<(usize, Option<bool>)> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::map_largest_first(texts, bytes, |t| t.as_ref().len(), one)
-        } else {
-            texts.iter().map(one).collect()
-        };
+        let raw = crate::parallel::map_batch(texts, |t| t.as_ref().len(), one);
         let hits = raw.iter().filter(|(_, hit)| *hit == Some(true)).count();
         let misses = raw.iter().filter(|(_, hit)| *hit == Some(false)).count();
         self.cache.add_hits(hits as u64);
@@ -434,12 +420,7 @@ impl Counter {
                 self.scaled(self.backend.count(t))
             }
         };
-        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
-        let out: Vec<usize> = if texts.len() > 1 && bytes >= PARALLEL_MIN_BYTES {
-            crate::parallel::map_largest_first(texts, bytes, |t| t.as_ref().len(), one)
-        } else {
-            texts.iter().map(one).collect()
-        };
+        let out = crate::parallel::map_batch(texts, |t| t.as_ref().len(), one);
         self.cache.add_misses(texts.iter().filter(|t| !t.as_ref().is_empty()).count() as u64);
         out
     }
@@ -657,7 +638,7 @@ mod tests {
         let texts: Vec<String> = (0..3000)
             .map(|i| if i % 7 == 0 { String::new() } else { format!("{i}: {}", "fn x() {}\n".repeat(i % 40)) })
             .collect();
-        assert!(texts.iter().map(String::len).sum::<usize>() >= PARALLEL_MIN_BYTES);
+        assert!(texts.iter().map(String::len).sum::<usize>() >= crate::parallel::PARALLEL_MIN_BYTES);
         let single: Vec<usize> = texts.iter().map(|t| c.count(t)).collect();
         let misses = c.cache_info().misses;
         assert_eq!(c.count_many(&texts), single);

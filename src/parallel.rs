@@ -66,6 +66,26 @@ pub fn threads() -> usize {
     install(rayon::current_num_threads)
 }
 
+/// Batches smaller than this are mapped on the calling thread by [`map_batch`]: spreading
+/// them over the pool costs more than it saves.
+pub const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// `f` of every item, in the items' order: a batch of two items or more and
+/// [`PARALLEL_MIN_BYTES`] or more (`size` summed) through [`map_largest_first`], a smaller one
+/// on the calling thread.
+pub fn map_batch<T: Sync, R: Send>(
+    items: &[T],
+    size: impl Fn(&T) -> usize + Sync,
+    f: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    let total: usize = items.iter().map(&size).sum();
+    if items.len() > 1 && total >= PARALLEL_MIN_BYTES {
+        map_largest_first(items, total, size, f)
+    } else {
+        items.iter().map(f).collect()
+    }
+}
+
 /// Texts at least this share of a batch's bytes are started first by [`map_largest_first`].
 const LARGE_SHARE: usize = 64;
 
@@ -176,23 +196,20 @@ mod tests {
         }
     }
 
+    /// `map_largest_first` of `items` (each its own size) on a pool of `threads` threads.
+    fn largest_first_on<R: Send>(threads: usize, items: &[usize], f: impl Fn(&usize) -> R + Sync + Send) -> Vec<R> {
+        let pool = ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| map_largest_first(items, items.iter().sum(), |&n| n, f))
+    }
+
     #[test]
     fn largest_first_on_many_threads_maps_every_item_once_in_the_items_order() {
         // a pool of four threads: the caller and three helpers claim large items and runs
         let items: Vec<usize> = (0..5000).map(|i| if i % 701 == 0 { 50_000 } else { i % 17 }).collect();
-        let total = items.iter().sum();
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        let pool = ThreadPoolBuilder::new().num_threads(4).build().unwrap();
-        let out = pool.install(|| {
-            map_largest_first(
-                &items,
-                total,
-                |&n| n,
-                |&n| {
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    n + 1
-                },
-            )
+        let out = largest_first_on(4, &items, |&n| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            n + 1
         });
         assert_eq!(out, items.iter().map(|n| n + 1).collect::<Vec<_>>());
         assert_eq!(calls.into_inner(), items.len(), "each item mapped once");
@@ -202,20 +219,11 @@ mod tests {
     fn largest_first_starts_the_large_items_first_and_keeps_the_items_order() {
         // sizes 0..12 with three large items among them (each over a 64th of the total)
         let items: Vec<usize> = (0..500).map(|i| if i % 97 == 3 { 10_000 + i } else { i % 13 }).collect();
-        let total = items.iter().sum();
         let started = std::sync::Mutex::new(Vec::new());
         // one thread takes the items in the order they are handed out
-        let pool = ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let out = pool.install(|| {
-            map_largest_first(
-                &items,
-                total,
-                |&n| n,
-                |&n| {
-                    started.lock().unwrap().push(n);
-                    n * 2
-                },
-            )
+        let out = largest_first_on(1, &items, |&n| {
+            started.lock().unwrap().push(n);
+            n * 2
         });
         assert_eq!(out, items.iter().map(|n| n * 2).collect::<Vec<_>>());
         let started = started.into_inner().unwrap();
@@ -228,5 +236,18 @@ mod tests {
         let rest: Vec<usize> = items.iter().copied().filter(|&n| n < 10_000).collect();
         assert_eq!(started[6..], rest, "then the others in their order");
         assert!(map_largest_first(&[] as &[usize], 0, |&n| n, |&n| n).is_empty());
+    }
+
+    #[test]
+    fn small_batches_stay_on_the_calling_thread_and_large_ones_keep_their_order() {
+        let caller = std::thread::current().id();
+        let on_caller = |n: &usize| (*n, std::thread::current().id() == caller);
+        let small: Vec<usize> = vec![1000; PARALLEL_MIN_BYTES / 1000 - 1];
+        assert!(map_batch(&small, |&n| n, on_caller).iter().all(|&(_, here)| here));
+        assert!(map_batch(&[PARALLEL_MIN_BYTES * 4], |&n| n, on_caller)[0].1, "one item, however large");
+        let large: Vec<usize> = (0..3000).map(|i| 40 + i % 50).collect();
+        assert!(large.iter().sum::<usize>() >= PARALLEL_MIN_BYTES);
+        let out = map_batch(&large, |&n| n, |&n| n * 3);
+        assert_eq!(out, large.iter().map(|n| n * 3).collect::<Vec<_>>());
     }
 }

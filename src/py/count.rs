@@ -20,7 +20,7 @@ use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
 use crate::tokenize::engine::pieces;
-use crate::tokenize::special::{encode_with_specials, Specials};
+use crate::tokenize::special::{encode_many, encode_with_specials, Specials};
 
 /// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
 /// these arguments; a direct call with a bad pair still gets a clear error, not a default).
@@ -426,7 +426,7 @@ impl PyEncoding {
         self.counter.get().encode(py, text)
     }
 
-    /// `encode` of each text; the GIL is released and the batch spread over all cores
+    /// `encode` of each text; the GIL is released and a large batch spread over all cores
     /// (`num_threads` is accepted for tiktoken's signature; the core's pool decides).
     #[pyo3(signature = (text, *, num_threads=8, allowed_special=None, disallowed_special=None))]
     fn encode_batch(
@@ -437,22 +437,9 @@ impl PyEncoding {
         allowed_special: Option<&Bound<'_, PyAny>>,
         disallowed_special: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Vec<Vec<u32>>> {
-        use rayon::prelude::*;
         let _ = num_threads;
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
-        let texts = extract_texts(text)?;
-        let backend = self.counter.get().inner.backend().clone();
-        guarded("encode_batch", || {
-            py.detach(|| {
-                crate::parallel::install(|| {
-                    texts
-                        .par_iter()
-                        .map(|t| encode_with_specials(backend.as_ref(), t.as_ref(), &allowed, &disallowed))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .map_err(PyErr::from)
-        })
+        self.encode_many(py, text, "encode_batch", Some((&allowed, &disallowed)))
     }
 
     /// `encode_ordinary` of each text, spread over all cores like `encode_batch`.
@@ -463,18 +450,8 @@ impl PyEncoding {
         text: &Bound<'_, PyAny>,
         num_threads: usize,
     ) -> PyResult<Vec<Vec<u32>>> {
-        use rayon::prelude::*;
         let _ = num_threads;
-        let texts = extract_texts(text)?;
-        let backend = self.counter.get().inner.backend().clone();
-        guarded("encode_ordinary_batch", || {
-            py.detach(|| {
-                crate::parallel::install(|| {
-                    texts.par_iter().map(|t| backend.encode(t.as_ref())).collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .map_err(PyErr::from)
-        })
+        self.encode_many(py, text, "encode_ordinary_batch", None)
     }
 
     /// The texts of the encoding's special tokens.
@@ -546,6 +523,21 @@ impl PyEncoding {
 }
 
 /// `allowed_special` and `disallowed_special` as tiktoken reads them ("all" or texts).
+impl PyEncoding {
+    /// The texts of `text` encoded by the core's batch ([`encode_many`]), the GIL released.
+    fn encode_many(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        what: &str,
+        specials: Option<(&Specials, &Specials)>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let texts = extract_texts(text)?;
+        let backend = self.counter.get().inner.backend().clone();
+        guarded(what, || py.detach(|| encode_many(backend.as_ref(), &texts, specials)).map_err(PyErr::from))
+    }
+}
+
 fn special_args(
     allowed: Option<&Bound<'_, PyAny>>,
     disallowed: Option<&Bound<'_, PyAny>>,

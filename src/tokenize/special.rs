@@ -55,6 +55,22 @@ pub fn encode_with_specials(
     Ok(ids)
 }
 
+/// Token ids of each text, in the texts' order: [`encode_with_specials`] with `specials`
+/// (allowed, disallowed), or the backend's ordinary `encode` where `specials` is `None`. A
+/// large batch is spread over the cores as `count_many`'s is ([`crate::parallel::map_batch`]);
+/// the error returned is the first in the texts' order.
+pub fn encode_many<S: AsRef<str> + Sync>(
+    backend: &dyn Backend,
+    texts: &[S],
+    specials: Option<(&Specials, &Specials)>,
+) -> Result<Vec<Vec<u32>>> {
+    let one = |t: &S| match specials {
+        Some((allowed, disallowed)) => encode_with_specials(backend, t.as_ref(), allowed, disallowed),
+        None => backend.encode(t.as_ref()),
+    };
+    crate::parallel::map_batch(texts, |t| t.as_ref().len(), one).into_iter().collect()
+}
+
 /// The first of `tokens` found in `text` (leftmost; the longest where several start there).
 fn first_of<'t>(text: &str, tokens: &[&'t str]) -> Option<&'t str> {
     if tokens.is_empty() {
@@ -103,6 +119,25 @@ mod tests {
         let err = encode_with_specials(&enc, "<|endoftext|><|fim_prefix|>", &these(&["<|endoftext|>"]), &Specials::All)
             .unwrap_err();
         assert!(matches!(err, Error::DisallowedSpecial(ref t) if t == "<|fim_prefix|>"));
+    }
+
+    #[test]
+    fn batches_encode_as_single_texts_in_order() {
+        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
+        // Enough text to be spread over the pool, one large text among short ones.
+        let mut texts: Vec<String> = (0..2000).map(|i| format!("turn {i}: {}", "fn x() {}\n".repeat(i % 30))).collect();
+        texts[1234] = "a large text ".repeat(20_000);
+        assert!(texts.iter().map(String::len).sum::<usize>() >= crate::parallel::PARALLEL_MIN_BYTES);
+        let single: Vec<Vec<u32>> = texts.iter().map(|t| enc.encode(t).unwrap()).collect();
+        assert_eq!(encode_many(&enc, &texts, None).unwrap(), single);
+        assert_eq!(encode_many(&enc, &texts, Some((&Specials::All, &Specials::All))).unwrap(), single);
+        // Special-token text: an error for the first text that has one, in the texts' order.
+        texts[1500] = "x <|fim_prefix|> y".into();
+        texts[1700] = "x <|endoftext|> y".into();
+        let err = encode_many(&enc, &texts, Some((&these(&[]), &Specials::All))).unwrap_err();
+        assert!(matches!(err, Error::DisallowedSpecial(ref t) if t == "<|fim_prefix|>"), "{err:?}");
+        // Ordinary: plain text.
+        assert_eq!(encode_many(&enc, &texts[1500..1501], None).unwrap()[0], enc.encode("x <|fim_prefix|> y").unwrap());
     }
 
     #[test]

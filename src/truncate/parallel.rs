@@ -23,8 +23,7 @@ pub fn count_text(backend: &dyn Backend, text: &str) -> usize {
     }
     if text.len() >= PARALLEL_COUNT_MIN_BYTES && backend.is_exact() && crate::parallel::threads() > 1 {
         let chunks = (crate::parallel::threads() * 4).min(text.len() / PARALLEL_CHUNK_MIN_BYTES);
-        let counted = crate::parallel::install(|| count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES));
-        if let Some(n) = counted {
+        if let Some(n) = count_pieces_parallel(backend, text, chunks, PARALLEL_SYNC_BYTES) {
             return n;
         }
     }
@@ -48,7 +47,6 @@ pub(super) struct ChunkWalk {
 /// it covers and a few characters of look-around. `None` when the pieces do not tile the text or
 /// a seam does not meet within `sync` bytes (e.g. one giant piece): count sequentially instead.
 pub(super) fn count_pieces_parallel(backend: &dyn Backend, text: &str, chunks: usize, sync: usize) -> Option<usize> {
-    use rayon::prelude::*;
     let len = text.len();
     let mut starts = vec![0];
     for k in 1..chunks.max(1) {
@@ -62,9 +60,13 @@ pub(super) fn count_pieces_parallel(backend: &dyn Backend, text: &str, chunks: u
     if starts.len() < 2 {
         return None;
     }
-    let walks: Vec<Option<ChunkWalk>> = (0..starts.len())
-        .into_par_iter()
-        .map(|k| {
+    // Chunks of about one size: each is taken alone by the calling thread or the pool's.
+    let chunk_of: Vec<usize> = (0..starts.len()).collect();
+    let walks: Vec<Option<ChunkWalk>> = crate::parallel::map_largest_first(
+        &chunk_of,
+        len,
+        |&k| starts.get(k + 1).copied().unwrap_or(len) - starts[k],
+        |&k| {
             let start = starts[k];
             let end = starts.get(k + 1).copied().unwrap_or(len);
             // Boundaries from here on are not needed (and near the slice's end, not trusted).
@@ -99,8 +101,8 @@ pub(super) fn count_pieces_parallel(backend: &dyn Backend, text: &str, chunks: u
                 walk.tail.push((len, tokens));
             }
             Some(walk)
-        })
-        .collect();
+        },
+    );
     let mut total = 0;
     // Where the current worker's split is known to be the true one, and its tokens before that.
     let (mut synced, mut from) = (0, 0);

@@ -226,10 +226,13 @@ pub(crate) fn merge_blocked(
                 // A block of the same bytes as the one before is that merge, shifted.
                 let same: Vec<bool> =
                     (0..starts.len()).map(|k| k > 0 && bytes(starts[k]) == bytes(starts[k - 1])).collect();
-                use rayon::prelude::*;
-                let merged: Vec<Option<Vec<usize>>> = crate::parallel::install(|| {
-                    starts.par_iter().zip(&same).map(|(&x, &same)| (!same).then(|| merge(x))).collect()
-                });
+                let blocks: Vec<(usize, bool)> = starts.iter().copied().zip(same).collect();
+                let merged = crate::parallel::map_largest_first(
+                    &blocks,
+                    blocks.len(),
+                    |&(_, same)| usize::from(!same),
+                    |&(x, same)| (!same).then(|| merge(x)),
+                );
                 for (k, m) in merged.into_iter().enumerate() {
                     let block = m.unwrap_or_else(|| {
                         let prev: &Vec<usize> = &ahead[k - 1];
