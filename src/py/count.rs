@@ -522,7 +522,6 @@ impl PyEncoding {
     }
 }
 
-/// `allowed_special` and `disallowed_special` as tiktoken reads them ("all" or texts).
 impl PyEncoding {
     /// The texts of `text` encoded by the core's batch ([`encode_many`]), the GIL released.
     fn encode_many(
@@ -538,6 +537,7 @@ impl PyEncoding {
     }
 }
 
+/// `allowed_special` and `disallowed_special` as tiktoken reads them ("all" or texts).
 fn special_args(
     allowed: Option<&Bound<'_, PyAny>>,
     disallowed: Option<&Bound<'_, PyAny>>,

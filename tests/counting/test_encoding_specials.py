@@ -132,6 +132,23 @@ def test_batches_equal_tiktoken(pair: tuple[wf.Encoding, Any]) -> None:
         enc.encode_batch(TEXTS)
 
 
+def test_large_batches_equal_tiktoken(pair: tuple[wf.Encoding, Any]) -> None:
+    """Batches of 64 KiB or more are spread over the cores: the same ids, in order, and the
+    same refusal of special-token text."""
+    enc, ref = pair
+    big = [f"turn {i}: {t} {'x = f(y) ' * (i % 23)}" for i in range(700) for t in TEXTS]
+    assert sum(len(t.encode()) for t in big) >= 64 * 1024
+    assert enc.encode_ordinary_batch(big) == ref.encode_ordinary_batch(big)
+    assert enc.encode_batch(big, allowed_special="all") == ref.encode_batch(
+        big, allowed_special="all"
+    )
+    assert enc.encode_batch(big, disallowed_special=()) == ref.encode_batch(
+        big, disallowed_special=()
+    )
+    with pytest.raises(wf.DisallowedSpecialTokenError, match="endoftext"):
+        enc.encode_batch(big)
+
+
 pieces = st.lists(
     st.sampled_from(sorted(SPECIALS)) | st.text(max_size=12, alphabet="ab <|>\n😀é"),
     max_size=8,
