@@ -4,8 +4,11 @@
 //! Short pieces (nearly all) rescan their few pair ranks per merge; long ones (a 1 MB run of
 //! one letter is a single piece) use a heap so the cost stays O(n log n).
 
-/// Pieces at least this long are merged with the heap.
-pub const LONG_PIECE: usize = 128;
+/// Pieces at least this long are merged with the heap. Rescanning costs a pass over the
+/// parts per merge: from 32 bytes on (a sentence of Chinese or Japanese is one piece) the heap
+/// merges a multilingual dialog's new pieces 5-10% faster, and its first pass 3-4%
+/// (benches/RESULTS.md, 2026-11-27); shorter pieces rescan faster.
+pub const LONG_PIECE: usize = 32;
 
 /// Pieces at least this long are counted and encoded by the vocabulary's backtracking
 /// encoder ([`super::Vocab::giant`]): the heap merge needs ~21 bytes per input byte. Above
@@ -32,7 +35,7 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 /// seen before allocates nothing (a short piece merges in a table on the stack).
 pub fn count(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> usize {
     if piece.len() >= LONG_PIECE {
-        return merge_long(piece, &rank).len();
+        return long_ends(piece, &rank).len();
     }
     if piece.len() < 2 {
         return 1;
@@ -323,7 +326,7 @@ mod tests {
         let rank = |b: &[u8]| ranks.get(b).copied();
         assert_eq!((split(b"a", rank), count(b"a", rank)), (vec![&b"a"[..]], 1));
         let mut seed = 0x2545_f491_4f6c_dd1du64;
-        for len in [2usize, 3, 5, 17, 99, 126, 127, 128, 130, 400, 1000] {
+        for len in [2usize, 3, 5, 17, 31, 32, 33, 99, 126, 127, 128, 130, 400, 1000] {
             for _ in 0..40 {
                 let piece: Vec<u8> = (0..len)
                     .map(|_| {
