@@ -31,8 +31,9 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
     parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]).collect()
 }
 
-/// How many parts [`split`] gives `piece`, without building them: counting a piece never
-/// seen before allocates nothing (a short piece merges in a table on the stack).
+/// How many parts [`split`] gives `piece`, without building them: a piece shorter than
+/// [`LONG_PIECE`] merges in a table on the stack, allocating nothing; a longer one counts the
+/// heap merge's part ends.
 pub fn count(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> usize {
     if piece.len() >= LONG_PIECE {
         return long_ends(piece, &rank).len();
