@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import windowfit as wf
 from _histories import budget_offsets, fit_at_offset
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_adapters_canonical import histories, nonempty_text
 from windowfit.adapters import fit_responses, from_responses, history_problems, to_responses
@@ -201,11 +201,14 @@ def item_lists(draw: Any) -> list[dict[str, Any]]:
 
 def test_fit_returns_a_valid_window_of_the_callers_items() -> None:
     """``BudgetError`` exactly when the pins plus priming exceed the budget (the pins' cost
-    re-derived by the spec's reference in ``_histories``), and most examples really fit."""
+    re-derived by the spec's reference in ``_histories``), and most examples really fit. One
+    example below the pins is given: drawn ones land there one time in ten, but a run of 150
+    once drew none."""
     branches: Multiset[str] = Multiset()
 
     @settings(max_examples=150, deadline=None)
     @given(item_lists(), budget_offsets)
+    @example([{"role": "user", "content": "What does the log say?"}], -0.5)
     def check(items: list[dict[str, Any]], offset: float) -> None:
         conv = from_responses(items)
         fit = lambda b: fit_responses(items, b, counter=COUNTER)
