@@ -26,33 +26,57 @@ pub fn encode_with_specials(
     allowed: &Specials,
     disallowed: &Specials,
 ) -> Result<Vec<u32>> {
-    let specials = backend.special_tokens();
-    let allowed: Vec<(String, u32)> = match allowed {
-        Specials::All => specials.clone(),
-        Specials::These(names) => specials.iter().filter(|(s, _)| names.contains(s)).cloned().collect(),
-    };
-    let disallowed: Vec<&str> = match disallowed {
-        Specials::All => {
-            specials.iter().map(|(s, _)| s.as_str()).filter(|s| !allowed.iter().any(|(a, _)| a == s)).collect()
+    SpecialRules::new(backend, allowed, disallowed)?.encode(backend, text)
+}
+
+/// One call's choice of special tokens, resolved against the encoding with its searchers
+/// built: once per batch, not once per text (two automata per text were most of a batch's
+/// time, benches/RESULTS.md, 2026-11-27).
+struct SpecialRules {
+    allowed: Vec<(String, u32)>,
+    allowed_finder: Option<AhoCorasick>,
+    disallowed: Vec<String>,
+    disallowed_finder: Option<AhoCorasick>,
+}
+
+impl SpecialRules {
+    fn new(backend: &dyn Backend, allowed: &Specials, disallowed: &Specials) -> Result<Self> {
+        let specials = backend.special_tokens();
+        let allowed: Vec<(String, u32)> = match allowed {
+            Specials::All => specials.clone(),
+            Specials::These(names) => specials.iter().filter(|(s, _)| names.contains(s)).cloned().collect(),
+        };
+        let disallowed: Vec<String> = match disallowed {
+            Specials::All => {
+                specials.into_iter().map(|(s, _)| s).filter(|s| !allowed.iter().any(|(a, _)| a == s)).collect()
+            }
+            Specials::These(names) => names.clone(),
+        };
+        let allowed_finder =
+            if allowed.is_empty() { None } else { Some(searcher(allowed.iter().map(|(s, _)| s.as_str()))?) };
+        // As before: texts that cannot be searched for are not checked.
+        let disallowed_finder =
+            if disallowed.is_empty() { None } else { searcher(disallowed.iter().map(String::as_str)).ok() };
+        Ok(Self { allowed, allowed_finder, disallowed, disallowed_finder })
+    }
+
+    fn encode(&self, backend: &dyn Backend, text: &str) -> Result<Vec<u32>> {
+        if let Some(m) = self.disallowed_finder.as_ref().and_then(|f| f.find(text)) {
+            return Err(Error::DisallowedSpecial(self.disallowed[m.pattern().as_usize()].clone()));
         }
-        Specials::These(names) => names.iter().map(String::as_str).collect(),
-    };
-    if let Some(token) = first_of(text, &disallowed) {
-        return Err(Error::DisallowedSpecial(token.to_string()));
+        let Some(finder) = &self.allowed_finder else {
+            return backend.encode(text);
+        };
+        let mut ids = Vec::new();
+        let mut start = 0;
+        for m in finder.find_iter(text) {
+            ids.extend(backend.encode(&text[start..m.start()])?);
+            ids.push(self.allowed[m.pattern().as_usize()].1);
+            start = m.end();
+        }
+        ids.extend(backend.encode(&text[start..])?);
+        Ok(ids)
     }
-    if allowed.is_empty() {
-        return backend.encode(text);
-    }
-    let finder = searcher(allowed.iter().map(|(s, _)| s.as_str()))?;
-    let mut ids = Vec::new();
-    let mut start = 0;
-    for m in finder.find_iter(text) {
-        ids.extend(backend.encode(&text[start..m.start()])?);
-        ids.push(allowed[m.pattern().as_usize()].1);
-        start = m.end();
-    }
-    ids.extend(backend.encode(&text[start..])?);
-    Ok(ids)
 }
 
 /// Token ids of each text, in the texts' order: [`encode_with_specials`] with `specials`
@@ -64,20 +88,12 @@ pub fn encode_many<S: AsRef<str> + Sync>(
     texts: &[S],
     specials: Option<(&Specials, &Specials)>,
 ) -> Result<Vec<Vec<u32>>> {
-    let one = |t: &S| match specials {
-        Some((allowed, disallowed)) => encode_with_specials(backend, t.as_ref(), allowed, disallowed),
+    let rules = specials.map(|(allowed, disallowed)| SpecialRules::new(backend, allowed, disallowed)).transpose()?;
+    let one = |t: &S| match &rules {
+        Some(rules) => rules.encode(backend, t.as_ref()),
         None => backend.encode(t.as_ref()),
     };
     crate::parallel::map_batch(texts, |t| t.as_ref().len(), one).into_iter().collect()
-}
-
-/// The first of `tokens` found in `text` (leftmost; the longest where several start there).
-fn first_of<'t>(text: &str, tokens: &[&'t str]) -> Option<&'t str> {
-    if tokens.is_empty() {
-        return None;
-    }
-    let finder = searcher(tokens.iter().copied()).ok()?;
-    finder.find(text).map(|m| tokens[m.pattern().as_usize()])
 }
 
 fn searcher<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Result<AhoCorasick> {
