@@ -20,7 +20,7 @@ use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
 use crate::tokenize::engine::pieces;
-use crate::tokenize::special::{encode_many, encode_with_specials, Specials};
+use crate::tokenize::special::{SpecialEncoder, Specials};
 
 /// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
 /// these arguments; a direct call with a bad pair still gets a clear error, not a default).
@@ -383,6 +383,7 @@ fn _piece_cache_stats() -> (usize, usize, usize) {
 #[pyclass(module = "windowfit._core", name = "Encoding", frozen)]
 pub struct PyEncoding {
     pub(crate) counter: Py<PyCounter>,
+    specials: SpecialEncoder,
     name: String,
 }
 
@@ -414,10 +415,8 @@ impl PyEncoding {
     ) -> PyResult<Vec<u32>> {
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
         let text = extract_text(text, "text")?;
-        let backend = self.counter.get().inner.backend().clone();
         guarded("encode", || {
-            py.detach(|| encode_with_specials(backend.as_ref(), text.as_ref(), &allowed, &disallowed))
-                .map_err(PyErr::from)
+            py.detach(|| self.specials.encode(text.as_ref(), &allowed, &disallowed)).map_err(PyErr::from)
         })
     }
 
@@ -523,7 +522,8 @@ impl PyEncoding {
 }
 
 impl PyEncoding {
-    /// The texts of `text` encoded by the core's batch ([`encode_many`]), the GIL released.
+    /// The texts of `text` encoded by the core's batch ([`SpecialEncoder::encode_many`]), the
+    /// GIL released.
     fn encode_many(
         &self,
         py: Python<'_>,
@@ -532,8 +532,7 @@ impl PyEncoding {
         specials: Option<(&Specials, &Specials)>,
     ) -> PyResult<Vec<Vec<u32>>> {
         let texts = extract_texts(text)?;
-        let backend = self.counter.get().inner.backend().clone();
-        guarded(what, || py.detach(|| encode_many(backend.as_ref(), &texts, specials)).map_err(PyErr::from))
+        guarded(what, || py.detach(|| self.specials.encode_many(&texts, specials)).map_err(PyErr::from))
     }
 }
 
@@ -572,11 +571,12 @@ fn specials_arg(name: &str, arg: Option<&Bound<'_, PyAny>>, default: Specials) -
 #[pyfunction]
 fn get_encoding(py: Python<'_>, name: &str) -> PyResult<PyEncoding> {
     let (backend, cache) = registry::shared(&Source::OpenAi(name.to_string()))?;
+    let specials = SpecialEncoder::new(backend.clone());
     let counter = Py::new(
         py,
         PyCounter { inner: Arc::new(Counter::new(backend, cache, MessageFormat::default())), model: None },
     )?;
-    Ok(PyEncoding { counter, name: name.to_string() })
+    Ok(PyEncoding { counter, specials, name: name.to_string() })
 }
 
 /// NFC by the running interpreter's `unicodedata`, as Qwen's reference normalizes (see

@@ -4,6 +4,8 @@
 //! caller allows it), plain text, or an error: by default every special token is disallowed,
 //! so text from users cannot smuggle control tokens into a prompt unnoticed.
 
+use std::sync::{Arc, OnceLock};
+
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::Backend;
@@ -16,17 +18,77 @@ pub enum Specials {
     These(Vec<String>),
 }
 
-/// Token ids of `text` with the special tokens in `allowed` encoded as themselves and the
-/// rest as plain text; `Error::DisallowedSpecial` when `text` contains a text in `disallowed`
-/// (`All` there means every special token not allowed). Texts in `allowed` that are not
-/// special tokens of the encoding are ignored; those in `disallowed` are searched as given.
-pub fn encode_with_specials(
-    backend: &dyn Backend,
-    text: &str,
-    allowed: &Specials,
-    disallowed: &Specials,
-) -> Result<Vec<u32>> {
-    SpecialRules::new(backend, allowed, disallowed)?.encode(backend, text)
+/// An encoding's `encode` with special tokens. The rules of the two usual choices, tiktoken's
+/// default (every special token refused) and "all allowed", are built on first use and kept:
+/// building their two searchers took 27 µs, seven times a short turn's whole `encode`
+/// (benches/RESULTS.md, 2026-11-27).
+pub struct SpecialEncoder {
+    backend: Arc<dyn Backend>,
+    refuse_all: OnceLock<SpecialRules>,
+    allow_all: OnceLock<SpecialRules>,
+}
+
+impl SpecialEncoder {
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Self { backend, refuse_all: OnceLock::new(), allow_all: OnceLock::new() }
+    }
+
+    /// Token ids of `text` with the special tokens in `allowed` encoded as themselves and the
+    /// rest as plain text; `Error::DisallowedSpecial` when `text` contains a text in
+    /// `disallowed` (`All` there means every special token not allowed). Texts in `allowed`
+    /// that are not special tokens of the encoding are ignored; those in `disallowed` are
+    /// searched as given.
+    pub fn encode(&self, text: &str, allowed: &Specials, disallowed: &Specials) -> Result<Vec<u32>> {
+        self.with_rules(allowed, disallowed, |rules| rules.encode(self.backend.as_ref(), text))
+    }
+
+    /// Token ids of each text, in the texts' order: [`Self::encode`] with `specials`
+    /// (allowed, disallowed), or the backend's ordinary `encode` where `specials` is `None`. A
+    /// large batch is spread over the cores as `count_many`'s is
+    /// ([`crate::parallel::map_batch`]); the error returned is the first in the texts' order.
+    pub fn encode_many<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        specials: Option<(&Specials, &Specials)>,
+    ) -> Result<Vec<Vec<u32>>> {
+        let backend = self.backend.as_ref();
+        let Some((allowed, disallowed)) = specials else {
+            return crate::parallel::map_batch(texts, |t| t.as_ref().len(), |t| backend.encode(t.as_ref()))
+                .into_iter()
+                .collect();
+        };
+        self.with_rules(allowed, disallowed, |rules| {
+            crate::parallel::map_batch(texts, |t| t.as_ref().len(), |t| rules.encode(backend, t.as_ref()))
+                .into_iter()
+                .collect()
+        })
+    }
+
+    /// `f` with the rules of this choice: the kept ones for the two usual choices, new ones
+    /// for any other.
+    fn with_rules<R>(
+        &self,
+        allowed: &Specials,
+        disallowed: &Specials,
+        f: impl FnOnce(&SpecialRules) -> Result<R>,
+    ) -> Result<R> {
+        let kept = match (allowed, disallowed) {
+            (Specials::These(names), Specials::All) if names.is_empty() => Some(&self.refuse_all),
+            (Specials::All, Specials::All) => Some(&self.allow_all),
+            _ => None,
+        };
+        let new = || SpecialRules::new(self.backend.as_ref(), allowed, disallowed);
+        match kept {
+            Some(lock) => match lock.get() {
+                Some(rules) => f(rules),
+                None => {
+                    let rules = new()?;
+                    f(lock.get_or_init(|| rules))
+                }
+            },
+            None => f(&new()?),
+        }
+    }
 }
 
 /// One call's choice of special tokens, resolved against the encoding with its searchers
@@ -79,23 +141,6 @@ impl SpecialRules {
     }
 }
 
-/// Token ids of each text, in the texts' order: [`encode_with_specials`] with `specials`
-/// (allowed, disallowed), or the backend's ordinary `encode` where `specials` is `None`. A
-/// large batch is spread over the cores as `count_many`'s is ([`crate::parallel::map_batch`]);
-/// the error returned is the first in the texts' order.
-pub fn encode_many<S: AsRef<str> + Sync>(
-    backend: &dyn Backend,
-    texts: &[S],
-    specials: Option<(&Specials, &Specials)>,
-) -> Result<Vec<Vec<u32>>> {
-    let rules = specials.map(|(allowed, disallowed)| SpecialRules::new(backend, allowed, disallowed)).transpose()?;
-    let one = |t: &S| match &rules {
-        Some(rules) => rules.encode(backend, t.as_ref()),
-        None => backend.encode(t.as_ref()),
-    };
-    crate::parallel::map_batch(texts, |t| t.as_ref().len(), one).into_iter().collect()
-}
-
 fn searcher<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Result<AhoCorasick> {
     AhoCorasick::builder()
         .match_kind(MatchKind::LeftmostLongest)
@@ -112,58 +157,98 @@ mod tests {
         Specials::These(names.iter().map(|s| s.to_string()).collect())
     }
 
+    fn encoder(name: &str) -> (OpenAiEncoding, SpecialEncoder) {
+        let enc = OpenAiEncoding::get(name).unwrap();
+        (enc, SpecialEncoder::new(Arc::new(OpenAiEncoding::get(name).unwrap())))
+    }
+
     #[test]
     fn disallowed_by_default() {
-        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
-        let err = encode_with_specials(&enc, "a <|endoftext|> b", &these(&[]), &Specials::All).unwrap_err();
+        let (_, specials) = encoder("cl100k_base");
+        let err = specials.encode("a <|endoftext|> b", &these(&[]), &Specials::All).unwrap_err();
         assert!(matches!(err, Error::DisallowedSpecial(ref t) if t == "<|endoftext|>"));
         // text without special tokens encodes as encode_ordinary does
-        assert_eq!(encode_with_specials(&enc, "hello world", &these(&[]), &Specials::All).unwrap(), vec![15339, 1917]);
+        assert_eq!(specials.encode("hello world", &these(&[]), &Specials::All).unwrap(), vec![15339, 1917]);
     }
 
     #[test]
     fn allowed_tokens_become_their_ids() {
-        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
-        let ids = encode_with_specials(&enc, "hello<|endoftext|>world<|fim_prefix|>", &Specials::All, &Specials::All)
-            .unwrap();
+        let (enc, specials) = encoder("cl100k_base");
+        let ids = specials.encode("hello<|endoftext|>world<|fim_prefix|>", &Specials::All, &Specials::All).unwrap();
         let mut want = enc.encode("hello").unwrap();
         want.push(100257);
         want.extend(enc.encode("world").unwrap());
         want.push(100258);
         assert_eq!(ids, want);
         // one allowed, another disallowed by default
-        let err = encode_with_specials(&enc, "<|endoftext|><|fim_prefix|>", &these(&["<|endoftext|>"]), &Specials::All)
-            .unwrap_err();
+        let err =
+            specials.encode("<|endoftext|><|fim_prefix|>", &these(&["<|endoftext|>"]), &Specials::All).unwrap_err();
         assert!(matches!(err, Error::DisallowedSpecial(ref t) if t == "<|fim_prefix|>"));
     }
 
     #[test]
+    fn kept_rules_answer_as_new_ones() {
+        let (_, specials) = encoder("o200k_base");
+        let text = "a<|endoftext|>b";
+        let fresh = |allowed: &Specials, disallowed: &Specials| {
+            SpecialRules::new(specials.backend.as_ref(), allowed, disallowed)
+                .unwrap()
+                .encode(specials.backend.as_ref(), text)
+        };
+        // The two usual choices are kept after first use, the others are not; each call, kept
+        // or not, answers as rules built for it alone, whatever was asked before.
+        let choices = [
+            (these(&[]), Specials::All),
+            (Specials::All, Specials::All),
+            (these(&["<|endoftext|>"]), Specials::All),
+            (these(&[]), these(&[])),
+            (Specials::All, these(&["a"])),
+        ];
+        for _ in 0..2 {
+            for (allowed, disallowed) in &choices {
+                let got = specials.encode(text, allowed, disallowed);
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{:?}", fresh(allowed, disallowed)),
+                    "{allowed:?} {disallowed:?}"
+                );
+            }
+        }
+        assert!(specials.refuse_all.get().is_some() && specials.allow_all.get().is_some());
+        assert!(specials.encode(text, &these(&[]), &Specials::All).is_err());
+        assert_eq!(specials.encode(text, &Specials::All, &Specials::All).unwrap().len(), 3);
+    }
+
+    #[test]
     fn batches_encode_as_single_texts_in_order() {
-        let enc = OpenAiEncoding::get("cl100k_base").unwrap();
+        let (enc, specials) = encoder("cl100k_base");
         // Enough text to be spread over the pool, one large text among short ones.
         let mut texts: Vec<String> = (0..2000).map(|i| format!("turn {i}: {}", "fn x() {}\n".repeat(i % 30))).collect();
         texts[1234] = "a large text ".repeat(20_000);
         assert!(texts.iter().map(String::len).sum::<usize>() >= crate::parallel::PARALLEL_MIN_BYTES);
         let single: Vec<Vec<u32>> = texts.iter().map(|t| enc.encode(t).unwrap()).collect();
-        assert_eq!(encode_many(&enc, &texts, None).unwrap(), single);
-        assert_eq!(encode_many(&enc, &texts, Some((&Specials::All, &Specials::All))).unwrap(), single);
+        assert_eq!(specials.encode_many(&texts, None).unwrap(), single);
+        assert_eq!(specials.encode_many(&texts, Some((&Specials::All, &Specials::All))).unwrap(), single);
         // Special-token text: an error for the first text that has one, in the texts' order.
         texts[1500] = "x <|fim_prefix|> y".into();
         texts[1700] = "x <|endoftext|> y".into();
-        let err = encode_many(&enc, &texts, Some((&these(&[]), &Specials::All))).unwrap_err();
+        let err = specials.encode_many(&texts, Some((&these(&[]), &Specials::All))).unwrap_err();
         assert!(matches!(err, Error::DisallowedSpecial(ref t) if t == "<|fim_prefix|>"), "{err:?}");
         // Ordinary: plain text.
-        assert_eq!(encode_many(&enc, &texts[1500..1501], None).unwrap()[0], enc.encode("x <|fim_prefix|> y").unwrap());
+        assert_eq!(
+            specials.encode_many(&texts[1500..1501], None).unwrap()[0],
+            enc.encode("x <|fim_prefix|> y").unwrap()
+        );
     }
 
     #[test]
     fn check_off_encodes_plain_text() {
-        let enc = OpenAiEncoding::get("o200k_base").unwrap();
+        let (enc, specials) = encoder("o200k_base");
         let text = "x <|endoftext|> y";
-        assert_eq!(encode_with_specials(&enc, text, &these(&[]), &these(&[])).unwrap(), enc.encode(text).unwrap());
+        assert_eq!(specials.encode(text, &these(&[]), &these(&[])).unwrap(), enc.encode(text).unwrap());
         // a name that is not a special token is not made one
         assert_eq!(
-            encode_with_specials(&enc, "<|nope|>", &these(&["<|nope|>"]), &these(&[])).unwrap(),
+            specials.encode("<|nope|>", &these(&["<|nope|>"]), &these(&[])).unwrap(),
             enc.encode("<|nope|>").unwrap()
         );
     }
