@@ -46,6 +46,12 @@ impl OpenAiEncoding {
         let vocab: &'static Vocab = vocab;
         Some(Self { name, engine: Engine { pattern, vocab, slot }, specials })
     }
+
+    /// The engine behind the encoding, for the engine's own tests.
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 impl Backend for OpenAiEncoding {

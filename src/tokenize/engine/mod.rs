@@ -22,6 +22,7 @@
 pub mod blocks;
 pub mod bpe;
 pub mod classes;
+pub mod ids;
 pub mod merges;
 pub mod pieces;
 pub mod split;
@@ -56,6 +57,13 @@ struct PieceCache {
 
 thread_local! {
     static PIECES: [RefCell<PieceCache>; SLOTS] = Default::default();
+    static IDS: [RefCell<ids::IdCache>; SLOTS] = Default::default();
+}
+
+/// Pieces of more than one token whose ids a thread keeps per vocabulary: [`ids::ENTRIES`],
+/// and at most an eighth of the piece table's bound (none when that is 0: the caches off).
+fn ids_bound() -> usize {
+    ids::ENTRIES.min(pieces::entries() / 8)
 }
 
 /// Short pieces split ahead of their table probes (see [`Engine::count_serial`]).
@@ -291,16 +299,42 @@ impl Engine {
         })
     }
 
+    /// Token ids of `text`. A piece of more than one token is merged once per thread and
+    /// its ids kept ([`ids`]), up to [`LONG_CACHED`] bytes.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        self.pieces(text).for_each_bytes(|b| {
-            match self.rank(b) {
-                Some(r) => out.push(r),
-                None => self.encode_piece(b, &mut out),
-            }
-            true
-        });
-        out
+        self.encode_keeping(text, ids_bound())
+    }
+
+    /// [`Self::encode`] keeping the ids of at most `bound` pieces.
+    fn encode_keeping(&self, text: &str, bound: usize) -> Vec<u32> {
+        IDS.with(|slots| {
+            let cache = &mut *slots[self.slot].borrow_mut();
+            let mut out = Vec::with_capacity(text.len() / 4 + 1);
+            self.pieces(text).for_each_span(|rest, len| {
+                let piece = &rest[..len];
+                if len <= SHORT {
+                    let key = pack_at(rest, len);
+                    if cache.extend_hot(key, &mut out) {
+                        return true;
+                    }
+                    match self.rank(piece) {
+                        Some(r) => {
+                            out.push(r);
+                            cache.keep_token(key, r, bound);
+                        }
+                        None => cache.extend_short(key, bound, &mut out, |o| self.encode_piece(piece, o)),
+                    }
+                } else if let Some(r) = self.rank(piece) {
+                    out.push(r);
+                } else if len <= LONG_CACHED {
+                    cache.extend_long(piece, bound, &mut out, |o| self.encode_piece(piece, o));
+                } else {
+                    self.encode_piece(piece, &mut out);
+                }
+                true
+            });
+            out
+        })
     }
 }
 
@@ -308,6 +342,39 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::tokenize::{Backend, OpenAiEncoding};
+
+    #[test]
+    fn kept_ids_encode_as_a_fresh_merge() {
+        // Words of several tokens, short and long (past a packed key, and past LONG_CACHED),
+        // in several scripts, each met many times.
+        let unit = format!(
+            "fn parse_configuration_entries() {{ let rétablissement = 42; }} 上下文窗口的令牌计数 {} {}\n",
+            "Donaudampfschifffahrtsgesellschaftskapitän",
+            "x".repeat(LONG_CACHED + 7),
+        );
+        let text = unit.repeat(20);
+        for name in ["cl100k_base", "o200k_base"] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            let engine = enc.engine();
+            let mut fresh = Vec::new();
+            engine.pieces(&text).for_each_bytes(|b| {
+                match engine.rank(b) {
+                    Some(r) => fresh.push(r),
+                    None => {
+                        fresh.extend(bpe::split(b, |x| engine.rank(x)).into_iter().map(|p| engine.rank(p).unwrap()))
+                    }
+                }
+                true
+            });
+            assert!(fresh.len() > 20 * 30, "{name}");
+            // bound 0 keeps nothing; 3 empties the cache again and again; the default keeps all
+            for bound in [0, 3, ids::ENTRIES] {
+                for pass in 0..2 {
+                    assert_eq!(engine.encode_keeping(&text, bound), fresh, "{name} bound {bound} pass {pass}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn chunked_count_equals_serial_count() {

@@ -1,0 +1,231 @@
+//! The per-thread ids of pieces that are more than one token, asked by `encode` before any
+//! merge.
+//!
+//! Counting keeps counts per piece ([`super::pieces`]); `encode` needs the ids themselves,
+//! and without this cache merged every such piece again on every pass (English dialog 55,
+//! source code 64 MB/s in steady state, against 405 for gigatoken's `encode`, o200k;
+//! benches/RESULTS.md, 2026-11-27). A piece that is one token costs one vocabulary probe
+//! and is not kept here.
+//!
+//! The ids of all pieces kept lie end to end in one vector; each piece maps to its span.
+//! Short pieces are keyed packed ([`super::vocab::pack`]), longer ones by their bytes. In
+//! front of both the vocabulary and the spans, a direct-mapped hot table of [`HOT_SLOTS`]
+//! short pieces (512 KiB, within a core's second-level cache) answers a piece met recently,
+//! one token or more, with one probe: the vocabulary's table is megabytes, and a probe of
+//! it missed the core's caches for most pieces of code. Once
+//! the cache holds its bound of pieces it is emptied whole: the benchmark corpora hold at
+//! most 21,322 pieces of more than one token each (multilingual dialog, cl100k), under the
+//! default bound of [`ENTRIES`].
+
+use rustc_hash::FxHashMap;
+
+/// Pieces kept per thread and vocabulary by default: 2^16, some 4.5 MiB at the bound (the
+/// maps' slots and about four ids a piece).
+pub const ENTRIES: usize = 1 << 16;
+
+/// Slots of the hot table: 2^14 of 32 bytes.
+pub const HOT_SLOTS: usize = 1 << 14;
+
+/// Where a piece's ids lie in [`IdCache::ids`].
+#[derive(Clone, Copy)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// A hot table's slot: a packed short piece and its one id (`len` 0) or its span. An empty
+/// slot's key is 0, which no piece packs to (the length is packed with the bytes).
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Hot {
+    key: u128,
+    first: u32,
+    len: u32,
+}
+
+/// One thread's ids of pieces for one vocabulary.
+#[derive(Default)]
+pub struct IdCache {
+    hot: Vec<Hot>,
+    short: FxHashMap<u128, Span>,
+    long: FxHashMap<Box<[u8]>, Span>,
+    ids: Vec<u32>,
+}
+
+/// The hot slot of a packed piece: a multiplicative hash of both halves, top bits.
+#[inline(always)]
+fn hot_of(key: u128) -> usize {
+    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - HOT_SLOTS.trailing_zeros())) as usize
+}
+
+impl IdCache {
+    /// Appends to `out` the ids of the short piece packed as `key` if the hot table holds
+    /// them; false if it does not.
+    #[inline(always)]
+    pub fn extend_hot(&self, key: u128, out: &mut Vec<u32>) -> bool {
+        let Some(slot) = self.hot.get(hot_of(key)) else { return false };
+        if slot.key != key {
+            return false;
+        }
+        match slot.len {
+            0 => out.push(slot.first),
+            _ => out.extend_from_slice(self.ids_of(Span { start: slot.first, len: slot.len })),
+        }
+        true
+    }
+
+    /// Keeps in the hot table that the short piece packed as `key` is the one token `id`
+    /// (when `bound` allows any cache).
+    #[inline(always)]
+    pub fn keep_token(&mut self, key: u128, id: u32, bound: usize) {
+        if bound > 0 {
+            self.ready();
+            self.hot[hot_of(key)] = Hot { key, first: id, len: 0 };
+        }
+    }
+
+    /// The hot table allocated, on first use: a thread that never encodes holds none.
+    fn ready(&mut self) {
+        if self.hot.is_empty() {
+            self.hot = crate::memory::populated(HOT_SLOTS, Hot::default);
+        }
+    }
+
+    /// Appends to `out` the ids of the short piece packed as `key`: those kept, else those
+    /// `merge` appends, then kept (when `bound` allows any).
+    #[inline]
+    pub fn extend_short(&mut self, key: u128, bound: usize, out: &mut Vec<u32>, merge: impl FnOnce(&mut Vec<u32>)) {
+        let span = match self.short.get(&key) {
+            Some(&span) => {
+                out.extend_from_slice(self.ids_of(span));
+                span
+            }
+            None => {
+                let from = out.len();
+                merge(out);
+                let Some(span) = self.keep(bound, &out[from..]) else { return };
+                self.short.insert(key, span);
+                span
+            }
+        };
+        self.ready();
+        self.hot[hot_of(key)] = Hot { key, first: span.start, len: span.len };
+    }
+
+    /// As [`Self::extend_short`], for a piece longer than a packed key.
+    pub fn extend_long(&mut self, piece: &[u8], bound: usize, out: &mut Vec<u32>, merge: impl FnOnce(&mut Vec<u32>)) {
+        if let Some(&span) = self.long.get(piece) {
+            return out.extend_from_slice(self.ids_of(span));
+        }
+        let from = out.len();
+        merge(out);
+        if let Some(span) = self.keep(bound, &out[from..]) {
+            self.long.insert(piece.into(), span);
+        }
+    }
+
+    /// Pieces kept.
+    pub fn len(&self) -> usize {
+        self.short.len() + self.long.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn ids_of(&self, span: Span) -> &[u32] {
+        &self.ids[span.start as usize..(span.start + span.len) as usize]
+    }
+
+    /// `ids` stored, emptying the cache first when it holds `bound` pieces; `None` when the
+    /// bound is 0.
+    fn keep(&mut self, bound: usize, ids: &[u32]) -> Option<Span> {
+        if bound == 0 {
+            return None;
+        }
+        if self.len() >= bound {
+            self.short.clear();
+            self.long.clear();
+            self.ids.clear();
+            // the hot table's spans point into the ids just dropped
+            self.hot.iter_mut().for_each(|slot| *slot = Hot::default());
+        }
+        let span = Span { start: self.ids.len() as u32, len: ids.len() as u32 };
+        self.ids.extend_from_slice(ids);
+        Some(span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_a_piece_once_and_answers_from_its_span() {
+        let mut cache = IdCache::default();
+        let mut merges = 0;
+        let mut out = vec![7];
+        for _ in 0..3 {
+            cache.extend_short(1, 10, &mut out, |o| {
+                merges += 1;
+                o.extend([1, 2, 3]);
+            });
+            cache.extend_long(b"a long piece of text", 10, &mut out, |o| {
+                merges += 1;
+                o.extend([4, 5]);
+            });
+        }
+        assert_eq!(merges, 2);
+        assert_eq!(out, [7, 1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3, 4, 5]);
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn the_hot_table_answers_tokens_and_spans_it_was_given() {
+        let mut cache = IdCache::default();
+        let mut out = Vec::new();
+        assert!(!cache.extend_hot(5, &mut out));
+        cache.keep_token(5, 99, 10);
+        cache.extend_short(6, 10, &mut out, |o| o.extend([1, 2]));
+        assert!(cache.extend_hot(5, &mut out) && cache.extend_hot(6, &mut out));
+        assert!(!cache.extend_hot(7, &mut out));
+        assert_eq!(out, [1, 2, 99, 1, 2]);
+        // Emptied at its bound: the hot spans go with the ids, tokens too.
+        for key in 100..111u128 {
+            cache.extend_short(key, 10, &mut out, |o| o.push(0));
+        }
+        assert!(!cache.extend_hot(6, &mut out) && !cache.extend_hot(5, &mut out));
+        // Nothing kept with the caches off.
+        let mut off = IdCache::default();
+        off.keep_token(5, 99, 0);
+        off.extend_short(6, 0, &mut out, |o| o.push(1));
+        assert!(!off.extend_hot(5, &mut out) && !off.extend_hot(6, &mut out));
+        assert!(off.hot.is_empty());
+    }
+
+    #[test]
+    fn empties_at_its_bound_and_keeps_nothing_at_zero() {
+        let mut cache = IdCache::default();
+        let mut out = Vec::new();
+        for key in 0..5u128 {
+            cache.extend_short(key, 3, &mut out, |o| o.extend([key as u32, key as u32]));
+        }
+        // 3 kept, then emptied for the fourth: two left, with their own ids
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.ids, [3, 3, 4, 4]);
+        let mut again = Vec::new();
+        cache.extend_short(4, 3, &mut again, |_| panic!("kept"));
+        assert_eq!(again, [4, 4]);
+
+        let mut off = IdCache::default();
+        let mut merges = 0;
+        for _ in 0..2 {
+            off.extend_short(9, 0, &mut out, |o| {
+                merges += 1;
+                o.push(1)
+            });
+        }
+        assert_eq!((merges, off.len()), (2, 0));
+    }
+}
