@@ -8,10 +8,11 @@ use std::sync::Arc;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use super::args::{count_arg, token_ids};
 use super::errors::guarded;
+use super::ids::{id_list, id_lists};
 use super::light;
 use super::messages::{extract_message, message_tokens};
 use super::text::{extract_text, extract_texts, with_text};
@@ -160,9 +161,10 @@ impl PyCounter {
     }
 
     /// Token ids of `text` (ordinary: special-token text is plain text).
-    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    fn encode<'py>(&self, py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let text = extract_text(text, "text")?;
-        guarded("encode", || py.detach(|| self.inner.backend().encode(text.as_ref())).map_err(PyErr::from))
+        let ids = guarded("encode", || py.detach(|| self.inner.backend().encode(text.as_ref())).map_err(PyErr::from))?;
+        id_list(py, &ids)
     }
 
     /// Text of token ids; bytes that are not valid UTF-8 become U+FFFD.
@@ -406,36 +408,37 @@ impl PyEncoding {
     /// `DisallowedSpecialTokenError` (a `ValueError`); `disallowed_special=()` encodes it as
     /// plain text. None means the default.
     #[pyo3(signature = (text, *, allowed_special=None, disallowed_special=None))]
-    fn encode(
+    fn encode<'py>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        allowed_special: Option<&Bound<'_, PyAny>>,
-        disallowed_special: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Vec<u32>> {
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
+        allowed_special: Option<&Bound<'py, PyAny>>,
+        disallowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
         let text = extract_text(text, "text")?;
-        guarded("encode", || {
+        let ids = guarded("encode", || {
             py.detach(|| self.specials.encode(text.as_ref(), &allowed, &disallowed)).map_err(PyErr::from)
-        })
+        })?;
+        id_list(py, &ids)
     }
 
     /// Token ids of `text` with special-token text encoded as plain text.
-    fn encode_ordinary(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    fn encode_ordinary<'py>(&self, py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         self.counter.get().encode(py, text)
     }
 
     /// `encode` of each text; the GIL is released and a large batch spread over all cores
     /// (`num_threads` is accepted for tiktoken's signature; the core's pool decides).
     #[pyo3(signature = (text, *, num_threads=8, allowed_special=None, disallowed_special=None))]
-    fn encode_batch(
+    fn encode_batch<'py>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
         num_threads: usize,
-        allowed_special: Option<&Bound<'_, PyAny>>,
-        disallowed_special: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Vec<Vec<u32>>> {
+        allowed_special: Option<&Bound<'py, PyAny>>,
+        disallowed_special: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let _ = num_threads;
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
         self.encode_many(py, text, "encode_batch", Some((&allowed, &disallowed)))
@@ -443,12 +446,12 @@ impl PyEncoding {
 
     /// `encode_ordinary` of each text, spread over all cores like `encode_batch`.
     #[pyo3(signature = (text, *, num_threads=8))]
-    fn encode_ordinary_batch(
+    fn encode_ordinary_batch<'py>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
         num_threads: usize,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let _ = num_threads;
         self.encode_many(py, text, "encode_ordinary_batch", None)
     }
@@ -524,15 +527,16 @@ impl PyEncoding {
 impl PyEncoding {
     /// The texts of `text` encoded by the core's batch ([`SpecialEncoder::encode_many`]), the
     /// GIL released.
-    fn encode_many(
+    fn encode_many<'py>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
         what: &str,
         specials: Option<(&Specials, &Specials)>,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let texts = extract_texts(text)?;
-        guarded(what, || py.detach(|| self.specials.encode_many(&texts, specials)).map_err(PyErr::from))
+        let ids = guarded(what, || py.detach(|| self.specials.encode_many(&texts, specials)).map_err(PyErr::from))?;
+        id_lists(py, &ids)
     }
 }
 

@@ -8,6 +8,7 @@ mod count;
 mod errors;
 mod fast_count;
 mod fit;
+mod ids;
 mod light;
 mod messages;
 mod recall;

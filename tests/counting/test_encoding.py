@@ -9,6 +9,7 @@ Lone surrogates must be handled exactly as tiktoken handles them.
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any
 
@@ -100,6 +101,25 @@ def test_corpus_token_ids_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
     assert not bad, (
         f"{len(bad)} corpus texts tokenize differently from tiktoken:\n{_mismatches(bad)}"
     )
+
+
+def test_ids_encoded_again_equal_tiktoken_in_the_callers_own_lists(
+    enc: wf.Encoding, ref: Any
+) -> None:
+    """A second pass answers from the thread's kept ids (``engine/ids.rs``) and hands out
+    each id's shared int (``py/ids.rs``): still tiktoken's ids, in new lists that the caller
+    may change, and the ints stay alive after the first lists are gone."""
+    texts = [s.text for s in corpus()[::3]]
+    first = [enc.encode_ordinary(t) for t in texts]
+    for ids in first:
+        ids.reverse()
+        ids.append(-1)
+    del first
+    gc.collect()
+    again = [enc.encode_ordinary(t) for t in texts]
+    assert again == [ref.encode_ordinary(t) for t in texts]
+    assert enc.encode_batch(texts, disallowed_special=()) == again
+    assert all(type(i) is int for ids in again for i in ids)
 
 
 def test_corpus_counts_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:

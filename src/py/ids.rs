@@ -1,0 +1,78 @@
+//! Token ids handed to Python as lists of shared ints.
+//!
+//! A list of new ints costs an allocation per id, and freeing it a deallocation per id: for
+//! 466,429 ids of source code, 7.7 ms of a 17 ms `encode` pass, where the same list made of
+//! ints already held took 0.8 ms (benches/RESULTS.md, 2026-11-27). Each id's int is made the
+//! first time the id is handed out and kept for the process: at most [`SHARED_IDS`] ints of
+//! 32 bytes (o200k's 200,019 ids: 6.4 MB once every id has been seen) and a table of
+//! pointers, 2 MiB, its pages mapped as ids reach them.
+
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// Ids below this share their int: every id of the vocabularies windowfit reads in full
+/// (cl100k, o200k, Qwen, DeepSeek). A higher id gets a new int each time, as before.
+const SHARED_IDS: usize = 1 << 18;
+
+/// The shared ints, a null pointer where the id has not been handed out yet. Written only
+/// while attached to the interpreter; each pointer holds one reference, never released.
+static INTS: OnceLock<Box<[AtomicPtr<ffi::PyObject>]>> = OnceLock::new();
+
+fn table() -> &'static [AtomicPtr<ffi::PyObject>] {
+    INTS.get_or_init(|| {
+        // Zeroed memory from the allocator: its pages are mapped as ids reach them.
+        let nulls: Box<[*mut ffi::PyObject]> = vec![ptr::null_mut(); SHARED_IDS].into_boxed_slice();
+        // SAFETY: `AtomicPtr<T>` has the same size and bit validity as `*mut T`.
+        unsafe { Box::from_raw(Box::into_raw(nulls) as *mut [AtomicPtr<ffi::PyObject>]) }
+    })
+}
+
+/// A new reference to the int `id`, the shared one where there is one.
+fn int_of(py: Python<'_>, table: &[AtomicPtr<ffi::PyObject>], id: u32) -> PyResult<*mut ffi::PyObject> {
+    let Some(slot) = table.get(id as usize) else {
+        return Ok(id.into_pyobject(py)?.into_ptr());
+    };
+    let mut int = slot.load(Ordering::Acquire);
+    if int.is_null() {
+        let made = id.into_pyobject(py)?.into_ptr();
+        int = match slot.compare_exchange(ptr::null_mut(), made, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => made,
+            Err(theirs) => {
+                // SAFETY: `made` is our own new reference, not stored anywhere.
+                unsafe { ffi::Py_DecRef(made) };
+                theirs
+            }
+        };
+    }
+    // SAFETY: the table holds a reference to `int` for the life of the process.
+    unsafe { ffi::Py_IncRef(int) };
+    Ok(int)
+}
+
+/// `ids` as a Python list of ints.
+pub(crate) fn id_list<'py>(py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+    let table = table();
+    // SAFETY: a new list of `ids.len()` empty slots, owned by `list` from here on; every slot is
+    // set below before the list is handed out (on an error the list is dropped, and a list's
+    // deallocation skips empty slots).
+    let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(ids.len() as ffi::Py_ssize_t))? };
+    for (at, &id) in ids.iter().enumerate() {
+        let int = int_of(py, table, id)?;
+        // SAFETY: `at` is within the list; `PyList_SetItem` steals the new reference `int`.
+        if unsafe { ffi::PyList_SetItem(list.as_ptr(), at as ffi::Py_ssize_t, int) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    Ok(list.cast_into::<PyList>()?)
+}
+
+/// Each of `batches` as [`id_list`], in a list.
+pub(crate) fn id_lists<'py>(py: Python<'py>, batches: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
+    let lists = batches.iter().map(|ids| id_list(py, ids)).collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, lists)
+}
