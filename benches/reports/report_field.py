@@ -142,13 +142,19 @@ def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Call
         import windowfit as wf
 
         counter = wf.Counter(encoding=name)
-        return {"single": counter.count, "batch": counter.count_many}
+        encoding = wf.get_encoding(name)
+        return {
+            "single": counter.count,
+            "batch": counter.count_many,
+            "ids": encoding.encode_ordinary,
+        }
     if who == "tiktoken":
         ref = reference(name)
         n = threads or os.cpu_count() or 1
         return {
             "single": lambda t: len(ref.encode_ordinary(t)),
             "batch": lambda ts: [len(x) for x in ref.encode_ordinary_batch(ts, num_threads=n)],
+            "ids": ref.encode_ordinary,
         }
     if who == "gigatoken":
         import awkward
@@ -158,6 +164,7 @@ def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Call
         return {
             "single": lambda t: len(gt.encode(t)),
             "batch": lambda ts: awkward.num(gt.encode_batch(ts), axis=1).tolist(),
+            "ids": lambda t: gt.encode(t).tolist(),
         }
     if who == "fastokens":
         import fastokens
@@ -166,6 +173,7 @@ def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Call
         return {
             "single": lambda t: len(ft.encode_ordinary(t)),
             "batch": lambda ts: _flat_counts(ft.encode_batch_flat(ts)),
+            "ids": lambda t: ft.encode_ordinary(t).ids,
         }
     if who == "splintr-rs":
         import splintr
@@ -174,6 +182,7 @@ def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Call
         return {
             "single": lambda t: len(sp.encode_ordinary(t)),
             "batch": lambda ts: _flat_counts(sp.encode_batch_flat(ts)),
+            "ids": sp.encode_ordinary,
         }
     if who == "toktok-rs":
         import toktok
@@ -192,6 +201,7 @@ def contender(who: str, name: str, folder: Path, threads: int) -> dict[str, Call
         return {
             "single": qt.count,
             "batch": lambda ts: [int(n) for n in quicktok.count_batch(qt, ts)],
+            "ids": qt.encode_ordinary,
         }
     raise SystemExit(f"unknown contender {who!r}")
 
@@ -214,10 +224,22 @@ def worker(mode: str, who: str, name: str, data: str, folder: str, threads: int)
         single = [fns["single"](t) for t in corpus["passes"][1]]
         bad = sum(a != b for a, b in zip(got, corpus["expected"][0]))
         bad += sum(a != b for a, b in zip(single, corpus["expected"][1]))
-        return {"differ": bad, "of": 2 * len(got)}
+        check = {"differ": bad, "of": 2 * len(got)}
+        if "ids" in fns:
+            hashes = [ids_hash(fns["ids"](t)) for t in corpus["passes"][0]]
+            check["ids_differ"] = sum(a != b for a, b in zip(hashes, corpus["ids_hash"]))
+        return check
     texts = corpus["passes"] if mode != "warm" else [corpus["passes"][0]] * PASSES
     seconds, first_counts = [], None
     for k, ts in enumerate(texts):
+        if mode == "ids":
+            fn = fns["ids"]
+            start = time.perf_counter()
+            counts = [fn(t) for t in ts]
+            seconds.append(time.perf_counter() - start)
+            if k == 0:
+                first_counts = [ids_hash(x) for x in counts]
+            continue
         if mode == "batch":
             fn = fns["batch"]
             start = time.perf_counter()
@@ -229,8 +251,14 @@ def worker(mode: str, who: str, name: str, data: str, folder: str, threads: int)
         seconds.append(time.perf_counter() - start)
         if k == 0:
             first_counts = list(counts)
-    exact = first_counts == corpus["expected"][0]
+    want = corpus["ids_hash"] if mode == "ids" else corpus["expected"][0]
+    exact = first_counts == want
     return {"seconds": seconds, "exact": exact, "load": load}
+
+
+def ids_hash(ids: Any) -> int:
+    """One number for a text's token ids (ints hash alike in every process)."""
+    return hash(tuple(ids))
 
 
 def spawn(args: list[str], threads: int) -> dict[str, Any]:
@@ -288,6 +316,8 @@ def measure_cell(
     exact = [who for who in who_all if not checks[who]["differ"]]  # the inexact: not timed
     for mode in modes:
         timed = [w for w in exact if mode != "warm" or w in ("windowfit", "tiktoken")]
+        if mode == "ids":  # those that give ids, and the same ids as tiktoken
+            timed = [w for w in timed if checks[w].get("ids_differ") == 0]
         # Run k of every contender before run k + 1 of any: the machine's speed drifts over
         # minutes, and each contender gets a process in each stretch of it.
         procs: dict[str, list[dict[str, Any]]] = {who: [] for who in timed}
@@ -327,7 +357,7 @@ def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
             peers = {
                 w: s
                 for w, s in speeds.items()
-                if w != "windowfit" and (mode == "warm" or w != "tiktoken")
+                if w != "windowfit" and (mode in ("warm", "ids") or w != "tiktoken")
             }
             top = max(peers, key=lambda w: peers[w]) if peers else None
             ratio = f"**{mine / peers[top]:.2f}x**" if mine and top else ""
@@ -366,6 +396,11 @@ def main() -> None:
     ap.add_argument("--encodings", nargs="*", default=list(ENCODINGS))
     ap.add_argument("--corpora", nargs="*", default=list(DEFAULT_CORPORA), choices=list(CORPORA))
     ap.add_argument("--batch-only", action="store_true", help="time batches only (thread scaling)")
+    ap.add_argument(
+        "--ids",
+        action="store_true",
+        help="also time token ids as a Python list, one text per call (tiktoken's encode_ordinary)",
+    )
     ap.add_argument("--contenders", nargs="*", default=["windowfit", *PEERS])
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
@@ -402,15 +437,19 @@ def main() -> None:
                 texts = cut(CORPORA[label](), args.quick)
                 versions = passes(texts)
                 expected = [[len(x) for x in ref.encode_ordinary_batch(v)] for v in versions]
+                ids_hashes = [ids_hash(x) for x in ref.encode_ordinary_batch(versions[0])]
                 data = Path(folder) / f"{name}-{label}.json"
                 data.write_text(
-                    json.dumps({"passes": versions, "expected": expected}), encoding="utf-8"
+                    json.dumps({"passes": versions, "expected": expected, "ids_hash": ids_hashes}),
+                    encoding="utf-8",
                 )
                 mb = sum(len(t.encode()) for t in versions[0]) / 1e6
                 checks: dict[str, dict[str, Any]] = {}
                 for threads in [0, *args.threads]:
                     every = threads == 0 and not args.batch_only
                     modes = ["single", "batch", "warm"] if every else ["batch"]
+                    if every and args.ids:
+                        modes.append("ids")
                     cell = measure_cell(
                         name, label, data, folder, who_all, runs, threads, modes, checks
                     )

@@ -157,13 +157,15 @@ impl PyCounter {
         // `Encoding` is this class itself, with no Python layer to check the limit first
         let limit = count_arg(py, "limit", limit)?;
         let s = text.as_ref();
-        guarded("count_until", || Ok(py.detach(|| self.inner.count_until(s, limit))))
+        guarded("count_until", || Ok(detach_if_long(py, s.len(), || self.inner.count_until(s, limit))))
     }
 
     /// Token ids of `text` (ordinary: special-token text is plain text).
     fn encode<'py>(&self, py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let text = extract_text(text, "text")?;
-        let ids = guarded("encode", || py.detach(|| self.inner.backend().encode(text.as_ref())).map_err(PyErr::from))?;
+        let s = text.as_ref();
+        let ids =
+            guarded("encode", || detach_if_long(py, s.len(), || self.inner.backend().encode(s)).map_err(PyErr::from))?;
         id_list(py, &ids)
     }
 
@@ -292,6 +294,17 @@ impl PyCounter {
 /// counting or finding them) and held by identity; longer ones are counted detached.
 const HOLD_MAX_LEN: usize = 16 * 1024;
 
+/// `f` for a text of `len` bytes: detached from the interpreter when the text is longer than
+/// [`HOLD_MAX_LEN`], with the GIL held otherwise (releasing and taking it back cost more than
+/// encoding a short text).
+fn detach_if_long<T: Send>(py: Python<'_>, len: usize, f: impl FnOnce() -> T + Send) -> T {
+    if len > HOLD_MAX_LEN {
+        py.detach(f)
+    } else {
+        f()
+    }
+}
+
 /// Slots of a thread's held table (four per 128-byte set): 1 MiB once used, room for the
 /// tens of thousands of texts an agent re-counts without sets evicting each other.
 const HELD_SLOTS: usize = 1 << 15;
@@ -417,8 +430,9 @@ impl PyEncoding {
     ) -> PyResult<Bound<'py, PyList>> {
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
         let text = extract_text(text, "text")?;
+        let s = text.as_ref();
         let ids = guarded("encode", || {
-            py.detach(|| self.specials.encode(text.as_ref(), &allowed, &disallowed)).map_err(PyErr::from)
+            detach_if_long(py, s.len(), || self.specials.encode(s, &allowed, &disallowed)).map_err(PyErr::from)
         })?;
         id_list(py, &ids)
     }
