@@ -7,6 +7,7 @@ in fresh processes (markdown out, ``--json`` for the raw numbers).
     .venv/bin/python benches/reports/report_field.py --batch-only --threads 1 4 16 \
         --corpora "all source code"                                         # ... on 25 MB batches
     .venv/bin/python benches/reports/report_field.py --json field.json
+    .venv/bin/python benches/reports/report_field.py --ids                  # + token ids as lists
 
 Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, not fatal):
   * windowfit as users get it: ``wf.Counter(encoding=...)``, the default counter and its
@@ -23,6 +24,12 @@ Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, 
   * toktok-rs: per-text ``count`` where the installed version has it, else
     ``batch_count([t], threads=1)``; batches by ``batch_count``;
   * quicktok-v1: ``count``, ``count_batch``; tiktoken ``encode_ordinary`` (the reference).
+
+``--ids`` adds one more mode: token ids as a Python list, one text per call, as tiktoken's
+``encode_ordinary`` gives them (windowfit ``get_encoding(name).encode_ordinary``, gigatoken
+``encode(t).tolist()``, fastokens ``encode_ordinary(t).ids``, splintr-rs and quicktok-v1
+``encode_ordinary``); every id is checked against tiktoken's before timing, and tiktoken is a
+peer there.
 
 Corpora (built from installed packages, nothing downloaded): English dialog and
 multilingual dialog (``chatterbot-corpus`` conversations, short texts) and source code (the
