@@ -3,19 +3,18 @@
 //!
 //! Counting keeps counts per piece ([`super::pieces`]); `encode` needs the ids themselves,
 //! and without this cache merged every such piece again on every pass (English dialog 55,
-//! source code 64 MB/s in steady state, against 405 for gigatoken's `encode`, o200k;
-//! benches/RESULTS.md, 2026-11-27). A piece that is one token costs one vocabulary probe
-//! and is not kept here.
+//! source code 64 MB/s in steady state, o200k, where gigatoken's `encode` gave a NumPy array
+//! of them at 405; benches/RESULTS.md, 2026-11-27).
 //!
 //! The ids of all pieces kept lie end to end in one vector; each piece maps to its span.
 //! Short pieces are keyed packed ([`super::vocab::pack`]), longer ones by their bytes. In
 //! front of both the vocabulary and the spans, a direct-mapped hot table of [`HOT_SLOTS`]
 //! short pieces (512 KiB, within a core's second-level cache) answers a piece met recently,
-//! one token or more, with one probe: the vocabulary's table is megabytes, and a probe of
-//! it missed the core's caches for most pieces of code. Once
-//! the cache holds its bound of pieces it is emptied whole: the benchmark corpora hold at
-//! most 21,322 pieces of more than one token each (multilingual dialog, cl100k), under the
-//! default bound of [`ENTRIES`].
+//! of one token or more, with one probe: the vocabulary's table is megabytes, and a probe of
+//! it missed the core's caches for most pieces of code. Pieces of one token are kept in the
+//! hot table only. Once the cache holds its bound of pieces it is emptied whole: the
+//! benchmark corpora hold at most 21,322 pieces of more than one token each (multilingual
+//! dialog, cl100k), under the default bound of [`ENTRIES`].
 
 use rustc_hash::FxHashMap;
 
