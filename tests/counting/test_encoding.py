@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -120,6 +121,17 @@ def test_ids_encoded_again_equal_tiktoken_in_the_callers_own_lists(
     assert again == [ref.encode_ordinary(t) for t in texts]
     assert enc.encode_batch(texts, disallowed_special=()) == again
     assert all(type(i) is int for ids in again for i in ids)
+
+
+def test_ids_from_many_threads_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
+    """Threads that encode at once each keep their own ids (``engine/ids.rs``) and share the
+    process's ints (``py/ids.rs``): every thread's ids are tiktoken's."""
+    texts = [s.text for s in corpus()[1::5]]
+    want = [ref.encode_ordinary(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(lambda k: [enc.encode_ordinary(t) for t in texts[k::4]], range(4)))
+    for k, ids in enumerate(runs):
+        assert ids == want[k::4], f"thread {k}"
 
 
 def test_corpus_counts_equal_tiktoken(enc: wf.Encoding, ref: Any) -> None:
