@@ -5,7 +5,9 @@
 //! ints already held took 0.8 ms (benches/RESULTS.md, 2026-11-27). Each id's int is made the
 //! first time the id is handed out and kept for the process: at most [`SHARED_IDS`] ints of
 //! 32 bytes (o200k's 200,019 ids: 6.4 MB once every id has been seen) and a table of
-//! pointers, 2 MiB, its pages mapped as ids reach them.
+//! pointers, 2 MiB, mapped whole on the first `encode` (0.7-1.1 ms once; faulted page by page
+//! as ids reached them, a fresh process's first `encode` pass over the English dialog took
+//! 4.4-4.8 ms, against 3.0-3.3; benches/RESULTS.md, 2026-11-27).
 
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -24,12 +26,9 @@ const SHARED_IDS: usize = 1 << 18;
 static INTS: OnceLock<Box<[AtomicPtr<ffi::PyObject>]>> = OnceLock::new();
 
 fn table() -> &'static [AtomicPtr<ffi::PyObject>] {
-    INTS.get_or_init(|| {
-        // Zeroed memory from the allocator: its pages are mapped as ids reach them.
-        let nulls: Box<[*mut ffi::PyObject]> = vec![ptr::null_mut(); SHARED_IDS].into_boxed_slice();
-        // SAFETY: `AtomicPtr<T>` has the same size and bit validity as `*mut T`.
-        unsafe { Box::from_raw(Box::into_raw(nulls) as *mut [AtomicPtr<ffi::PyObject>]) }
-    })
+    // All its pages mapped at once: ids land all over the table, and a fresh process's first
+    // pass faulted page after page of it.
+    INTS.get_or_init(|| crate::memory::populated(SHARED_IDS, || AtomicPtr::new(ptr::null_mut())).into_boxed_slice())
 }
 
 /// A new reference to the int `id`, the shared one where there is one.
