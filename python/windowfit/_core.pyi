@@ -1,7 +1,8 @@
 """Type stubs for windowfit's Rust extension (``windowfit._core``)."""
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from os import PathLike
+from types import ModuleType
 from typing import Any, Literal, final
 
 from typing_extensions import Self, disjoint_base
@@ -50,6 +51,7 @@ __all__ = [
     "_memo_stats",
     "_dicts_only",
     "_fast_count",
+    "_module_count",
     "_front_cache_stats",
     "_held_cache_stats",
     "_set_front_cache_bytes",
@@ -161,6 +163,9 @@ class Encoding:
 
 def get_encoding(name: str) -> Encoding: ...
 def _fast_count(cls: type[Counter]) -> None: ...
+def _module_count(
+    module: ModuleType, shared: dict[str, Counter], default_model: str, slow: Callable[..., int]
+) -> Callable[..., int]: ...
 def _front_cache_stats() -> tuple[int, int]: ...
 def _held_cache_stats() -> tuple[int, int]: ...
 def _set_front_cache_bytes(n: int) -> None: ...

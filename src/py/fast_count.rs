@@ -4,7 +4,7 @@
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
 use pyo3::PyClass;
 
@@ -84,7 +84,7 @@ unsafe fn fast_count(
         } else {
             match regular.get(py) {
                 // SAFETY: see the callers
-                Some(regular) => unsafe { call_regular(py, regular.bind(py), slf, args, nargs, kwnames) },
+                Some(regular) => unsafe { call_regular(py, regular.bind(py), Some(slf), args, nargs, kwnames) },
                 None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
             }
         }
@@ -98,11 +98,12 @@ unsafe fn fast_count(
     }
 }
 
-/// `regular(slf, *args, **kwargs)` from a vectorcall's arguments.
+/// `regular(slf, *args, **kwargs)` (without `slf` where it is `None`) from a vectorcall's
+/// arguments.
 unsafe fn call_regular(
     py: Python<'_>,
     regular: &Bound<'_, PyAny>,
-    slf: *mut ffi::PyObject,
+    slf: Option<*mut ffi::PyObject>,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
@@ -115,7 +116,8 @@ unsafe fn call_regular(
     let given = nargs as usize + names.as_ref().map_or(0, |n| n.len());
     let values: Vec<Bound<'_, PyAny>> =
         (0..given).map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) }).collect();
-    let mut positional = vec![unsafe { Bound::from_borrowed_ptr(py, slf) }];
+    let mut positional: Vec<Bound<'_, PyAny>> =
+        slf.map(|slf| unsafe { Bound::from_borrowed_ptr(py, slf) }).into_iter().collect();
     positional.extend(values[..nargs as usize].iter().cloned());
     let kwargs = PyDict::new(py);
     if let Some(names) = names {
@@ -161,6 +163,116 @@ fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
     install_count(cls, &COUNT_DEF)
 }
 
+/// `windowfit.count(text, model=...)` as a plain vectorcall function over the Python layer's
+/// state ([`MODULE_COUNT_STATE`]). As a Python function it cost 122 ns a warm count against
+/// `Counter.count`'s 29 (benches/RESULTS.md, 2026-11-27): the call, the keyword and the dict
+/// read in bytecode. Its `__self__` is the module that defines it, so that it pickles by name
+/// (`multiprocessing` sends it so); a builtin bound to any other object pickles as that
+/// object's attribute.
+unsafe extern "C" fn module_count_fastcall(
+    _module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls functions with the thread attached; `args` holds `nargs`
+    // arguments and one per keyword name.
+    unsafe {
+        let py = Python::assume_attached();
+        let result = guarded("count", || match MODULE_COUNT_STATE.get(py) {
+            Some(state) => module_count(py, &state.bind_borrowed(py), args, nargs, kwnames),
+            None => Err(super::errors::InternalError::new_err("count: the module's state is not registered")),
+        });
+        match result {
+            Ok(obj) => obj.into_ptr(),
+            Err(e) => {
+                e.restore(py);
+                std::ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `(shared, default_model, slow)`: the Python layer's dict of shared counters by model, the
+/// default model's name, and the Python function that makes a missing counter and takes any
+/// other call. Set once, by the first `_module_count`.
+static MODULE_COUNT_STATE: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+
+/// `(text)`, `(text, model)` or `(text, model=...)` with the model's counter in `shared`:
+/// counted here. Anything else goes to the Python layer's function.
+unsafe fn module_count(
+    py: Python<'_>,
+    state: &Borrowed<'_, '_, PyTuple>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Py<PyAny>> {
+    let (shared, default_model, slow) =
+        (state.get_borrowed_item(0)?, state.get_borrowed_item(1)?, state.get_borrowed_item(2)?);
+    // SAFETY: `kwnames` is null or a tuple of str, as CPython passes it
+    let keywords = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) } };
+    let model = match (nargs, keywords) {
+        (1, 0) => Some(default_model.to_owned()),
+        // SAFETY: args[1] is a borrowed reference
+        (2, 0) => Some(unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) }),
+        (1, 1) => {
+            // SAFETY: a one-item tuple of str
+            let name = unsafe { Borrowed::from_ptr(py, ffi::PyTuple_GetItem(kwnames, 0)) };
+            // SAFETY: args[1] is the keyword's value, a borrowed reference
+            (name.cast::<PyString>().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "model")))
+                .then(|| unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) })
+        }
+        _ => None,
+    };
+    let counter = match &model {
+        Some(model) if model.is_exact_instance_of::<PyString>() => {
+            shared.cast::<PyDict>().ok().and_then(|d| d.get_item(model).ok().flatten())
+        }
+        _ => None,
+    };
+    if let Some(counter) = counter.as_ref().and_then(|c| c.cast::<PyCounter>().ok()) {
+        // SAFETY: args[0] is a borrowed reference
+        let text = unsafe { Borrowed::from_ptr(py, *args) };
+        let n = counter.get().count_text(py, &text)?;
+        return Ok(n.into_pyobject(py)?.into_any().unbind());
+    }
+    // SAFETY: the caller's arguments, as CPython passed them
+    unsafe { call_regular(py, &slow, None, args, nargs, kwnames) }
+}
+
+static MODULE_COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
+    ml_name: c"count".as_ptr(),
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: module_count_fastcall },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc:
+        c"count(text, model='gpt-4o')\n--\n\nTokens of ``text`` for ``model``, with a shared cached counter per model."
+            .as_ptr(),
+}));
+
+/// The module-level `count` of `module` over `shared` (model -> counter), `default_model`
+/// and `slow` (see [`MODULE_COUNT_STATE`]); the state of the first call is kept.
+#[pyfunction]
+fn _module_count(
+    py: Python<'_>,
+    module: &Bound<'_, PyModule>,
+    shared: &Bound<'_, PyDict>,
+    default_model: &Bound<'_, PyString>,
+    slow: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    MODULE_COUNT_STATE
+        .get_or_try_init(py, || PyTuple::new(py, [shared.as_any(), default_model.as_any(), slow]).map(Bound::unbind))?;
+    let name = module.name()?;
+    // SAFETY: a definition that lives as long as the process; the function keeps a reference
+    // to `module` (its `__self__`) and to `name` (its `__module__`).
+    let function = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCFunction_NewEx(MODULE_COUNT_DEF.0.get(), module.as_ptr(), name.as_ptr()),
+        )?
+    };
+    Ok(function.unbind())
+}
+
 /// Record the regular `count` methods, install the fast one on `Encoding`, and add
 /// `_fast_count` (for `windowfit.Counter`, a Python subclass) to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -170,5 +282,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ENCODING_COUNT.get_or_try_init(py, || encoding.getattr("count").map(Bound::unbind))?;
     install_count(&encoding, &ENCODING_COUNT_DEF)?;
     m.add_function(wrap_pyfunction!(_fast_count, m)?)?;
+    m.add_function(wrap_pyfunction!(_module_count, m)?)?;
     Ok(())
 }

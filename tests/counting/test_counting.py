@@ -13,6 +13,7 @@ import base64
 import gzip
 import json
 import logging
+import pickle
 import random
 import re
 import subprocess
@@ -745,6 +746,46 @@ def test_non_str_text_is_type_error(backend: tuple[str, wf.Counter, Any], bad: A
         counter.count_many(["ok", bad])
     with pytest.raises(TypeError):
         wf.count(bad)
+
+
+def test_module_count_in_every_call_form_is_the_shared_counters() -> None:
+    """``wf.count`` counts in the core with the model's shared counter when it has one
+    (``fast_count.rs``), and leaves every other call to the Python layer: each form gives the
+    shared counter's count, and the fast calls are its cache's hits."""
+
+    class Name(str):
+        pass
+
+    text = "windowfit counts tokens; 上下文窗口 too."
+    shared = counting.shared_counter("gpt-4")
+    want = wf.Counter(model="gpt-4").count(text)
+    assert wf.count(text) == wf.Counter(model="gpt-4o").count(text)
+    shared.count(text)
+    shared.count(text)  # seen twice: stored, so every count below is a hit
+    before = shared.cache_info()["hits"]
+    assert wf.count(text, "gpt-4") == wf.count(text, model="gpt-4") == want
+    assert shared.cache_info()["hits"] == before + 2
+    slow_forms = [
+        lambda: wf.count(text=text, model="gpt-4"),  # keywords only: the Python layer
+        lambda: wf.count(text, Name("gpt-4")),  # a str subclass: the Python layer
+    ]
+    assert [f() for f in slow_forms] == [want, want]
+    assert shared.cache_info()["hits"] == before + 4
+    # A model without a shared counter yet is made by the Python layer, then found.
+    fresh = "gpt-4o-mini"
+    counting._shared.pop(fresh, None)
+    assert (
+        wf.count(text, fresh) == wf.count(text, fresh) == wf.get_encoding("o200k_base").count(text)
+    )
+    assert fresh in counting._shared
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        wf.count(text, model="gpt-4", extra=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        wf.count()  # type: ignore[call-arg]
+    with pytest.raises(wf.UnknownModelError):
+        wf.count(text, "no-such-model")
+    # It pickles by name, as a function of its module (multiprocessing sends it so).
+    assert pickle.loads(pickle.dumps(wf.count)) is wf.count
 
 
 def test_single_str_is_not_a_batch() -> None:

@@ -12,10 +12,11 @@ import importlib.util
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from windowfit import _core
 from windowfit._validate import count_arg
@@ -482,14 +483,26 @@ def shared_counter(model: str) -> Counter:
     return c
 
 
-def count(text: str, model: str = "gpt-4o") -> int:
-    """Tokens of ``text`` for ``model``, with a shared cached counter per model."""
+def _count(text: str, model: str = "gpt-4o") -> int:
+    """``count`` for the calls the core's function leaves: a model without its shared counter
+    yet, a model that is not a ``str``, other arguments."""
     # A counter once made is never replaced: a plain dict read (atomic) finds it without
-    # the lock, so this costs a call more than ``Counter.count``, not a lock round trip.
+    # the lock.
     counter = _shared.get(model)
     if counter is None:
         counter = shared_counter(model)
     return counter.count(text)
+
+
+if TYPE_CHECKING:
+
+    def count(text: str, model: str = "gpt-4o") -> int:
+        """Tokens of ``text`` for ``model``, with a shared cached counter per model."""
+
+else:
+    # The core reads ``_shared`` itself and counts with the model's counter, as fast as
+    # ``Counter.count``; ``_count`` takes every other call.
+    count = _core._module_count(sys.modules[__name__], _shared, "gpt-4o", _count)
 
 
 def resolve_counter(counter: Counter | None, model: str | None, default: str = "gpt-4o") -> Counter:
