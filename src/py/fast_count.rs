@@ -89,6 +89,11 @@ unsafe fn fast_count(
             }
         }
     });
+    returned(py, result)
+}
+
+/// A C callback's return: the object, or null with the error set.
+fn returned(py: Python<'_>, result: PyResult<Py<PyAny>>) -> *mut ffi::PyObject {
     match result {
         Ok(obj) => obj.into_ptr(),
         Err(e) => {
@@ -179,17 +184,13 @@ unsafe extern "C" fn module_count_fastcall(
     // arguments and one per keyword name.
     unsafe {
         let py = Python::assume_attached();
-        let result = guarded("count", || match MODULE_COUNT_STATE.get(py) {
-            Some(state) => module_count(py, &state.bind_borrowed(py), args, nargs, kwnames),
-            None => Err(super::errors::InternalError::new_err("count: the module's state is not registered")),
-        });
-        match result {
-            Ok(obj) => obj.into_ptr(),
-            Err(e) => {
-                e.restore(py);
-                std::ptr::null_mut()
-            }
-        }
+        returned(
+            py,
+            guarded("count", || match MODULE_COUNT_STATE.get(py) {
+                Some(state) => module_count(py, &state.bind_borrowed(py), args, nargs, kwnames),
+                None => Err(super::errors::InternalError::new_err("count: the module's state is not registered")),
+            }),
+        )
     }
 }
 
