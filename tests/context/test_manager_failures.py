@@ -201,7 +201,9 @@ def test_timeouts_do_not_block_the_turn(session) -> None:
                 assert slow.blocked >= 1
                 assert "too late" not in json.dumps(p.messages)
             state, last = p.state, p
-        assert timed_out == 2 and len(slow.calls) > 2
+        # The two gated calls time out; a later, quick call can too on a loaded machine (its
+        # worker thread not run within 0.2 s: one `make test` run saw three), so at least two.
+        assert timed_out >= 2 and len(slow.calls) > 2
         assert last is not None and last.state["summary"]
         assert "too late" not in last.state["summary"]
     finally:
