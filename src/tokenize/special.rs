@@ -4,6 +4,7 @@
 //! caller allows it), plain text, or an error: by default every special token is disallowed,
 //! so text from users cannot smuggle control tokens into a prompt unnoticed.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -39,7 +40,7 @@ impl SpecialEncoder {
     /// that are not special tokens of the encoding are ignored; those in `disallowed` are
     /// searched as given.
     pub fn encode(&self, text: &str, allowed: &Specials, disallowed: &Specials) -> Result<Vec<u32>> {
-        self.with_rules(allowed, disallowed, |rules| rules.encode(self.backend.as_ref(), text))
+        self.rules(allowed, disallowed)?.encode(self.backend.as_ref(), text)
     }
 
     /// Token ids of each text, in the texts' order: [`Self::encode`] with `specials`
@@ -52,48 +53,34 @@ impl SpecialEncoder {
         specials: Option<(&Specials, &Specials)>,
     ) -> Result<Vec<Vec<u32>>> {
         let backend = self.backend.as_ref();
-        let Some((allowed, disallowed)) = specials else {
-            return crate::parallel::map_batch(texts, |t| t.as_ref().len(), |t| backend.encode(t.as_ref()))
-                .into_iter()
-                .collect();
+        let rules = specials.map(|(allowed, disallowed)| self.rules(allowed, disallowed)).transpose()?;
+        let one = |t: &S| match &rules {
+            Some(rules) => rules.encode(backend, t.as_ref()),
+            None => backend.encode(t.as_ref()),
         };
-        self.with_rules(allowed, disallowed, |rules| {
-            crate::parallel::map_batch(texts, |t| t.as_ref().len(), |t| rules.encode(backend, t.as_ref()))
-                .into_iter()
-                .collect()
-        })
+        crate::parallel::map_batch(texts, |t| t.as_ref().len(), one).into_iter().collect()
     }
 
-    /// `f` with the rules of this choice: the kept ones for the two usual choices, new ones
-    /// for any other.
-    fn with_rules<R>(
-        &self,
-        allowed: &Specials,
-        disallowed: &Specials,
-        f: impl FnOnce(&SpecialRules) -> Result<R>,
-    ) -> Result<R> {
+    /// The rules of this choice: the kept ones for the two usual choices (built on first
+    /// use), new ones for any other.
+    fn rules(&self, allowed: &Specials, disallowed: &Specials) -> Result<Cow<'_, SpecialRules>> {
         let kept = match (allowed, disallowed) {
-            (Specials::These(names), Specials::All) if names.is_empty() => Some(&self.refuse_all),
-            (Specials::All, Specials::All) => Some(&self.allow_all),
-            _ => None,
+            (Specials::These(names), Specials::All) if names.is_empty() => &self.refuse_all,
+            (Specials::All, Specials::All) => &self.allow_all,
+            _ => return SpecialRules::new(self.backend.as_ref(), allowed, disallowed).map(Cow::Owned),
         };
-        let new = || SpecialRules::new(self.backend.as_ref(), allowed, disallowed);
-        match kept {
-            Some(lock) => match lock.get() {
-                Some(rules) => f(rules),
-                None => {
-                    let rules = new()?;
-                    f(lock.get_or_init(|| rules))
-                }
-            },
-            None => f(&new()?),
+        if let Some(rules) = kept.get() {
+            return Ok(Cow::Borrowed(rules));
         }
+        let rules = SpecialRules::new(self.backend.as_ref(), allowed, disallowed)?;
+        Ok(Cow::Borrowed(kept.get_or_init(|| rules)))
     }
 }
 
 /// One call's choice of special tokens, resolved against the encoding with its searchers
 /// built: once per batch, not once per text (two automata per text were most of a batch's
 /// time, benches/RESULTS.md, 2026-11-27).
+#[derive(Clone)]
 struct SpecialRules {
     allowed: Vec<(String, u32)>,
     allowed_finder: Option<AhoCorasick>,
