@@ -79,16 +79,17 @@ impl IdCache {
     #[inline(always)]
     pub fn keep_token(&mut self, key: u128, id: u32, bound: usize) {
         if bound > 0 {
-            self.ready();
-            self.hot[hot_of(key)] = Hot { key, first: id, len: 0 };
+            self.keep_hot(Hot { key, first: id, len: 0 });
         }
     }
 
-    /// The hot table allocated, on first use: a thread that never encodes holds none.
-    fn ready(&mut self) {
+    /// `slot` in the hot table, allocated on first use: a thread that never encodes holds
+    /// none.
+    fn keep_hot(&mut self, slot: Hot) {
         if self.hot.is_empty() {
             self.hot = crate::memory::populated(HOT_SLOTS, Hot::default);
         }
+        self.hot[hot_of(slot.key)] = slot;
     }
 
     /// Appends to `out` the ids of the short piece packed as `key`: those kept, else those
@@ -101,15 +102,12 @@ impl IdCache {
                 span
             }
             None => {
-                let from = out.len();
-                merge(out);
-                let Some(span) = self.keep(bound, &out[from..]) else { return };
+                let Some(span) = self.merged(bound, out, merge) else { return };
                 self.short.insert(key, span);
                 span
             }
         };
-        self.ready();
-        self.hot[hot_of(key)] = Hot { key, first: span.start, len: span.len };
+        self.keep_hot(Hot { key, first: span.start, len: span.len });
     }
 
     /// As [`Self::extend_short`], for a piece longer than a packed key.
@@ -117,11 +115,16 @@ impl IdCache {
         if let Some(&span) = self.long.get(piece) {
             return out.extend_from_slice(self.ids_of(span));
         }
-        let from = out.len();
-        merge(out);
-        if let Some(span) = self.keep(bound, &out[from..]) {
+        if let Some(span) = self.merged(bound, out, merge) {
             self.long.insert(piece.into(), span);
         }
+    }
+
+    /// The span of the ids `merge` appends to `out`, kept ([`Self::keep`]).
+    fn merged(&mut self, bound: usize, out: &mut Vec<u32>, merge: impl FnOnce(&mut Vec<u32>)) -> Option<Span> {
+        let from = out.len();
+        merge(out);
+        self.keep(bound, &out[from..])
     }
 
     /// Pieces kept.
