@@ -471,6 +471,9 @@ def render_tools(tools: Iterable[Mapping[str, Any]]) -> str:
 _shared: dict[str, Counter] = {}
 _shared_lock = threading.Lock()
 
+#: The model the module-level conveniences count for when none is named.
+DEFAULT_MODEL = "gpt-4o"
+
 
 def shared_counter(model: str) -> Counter:
     """One process-wide counter per model, for module-level conveniences."""
@@ -483,7 +486,7 @@ def shared_counter(model: str) -> Counter:
     return c
 
 
-def _count(text: str, model: str = "gpt-4o") -> int:
+def _count(text: str, model: str = DEFAULT_MODEL) -> int:
     """``count`` for the calls the core's function leaves: a model without its shared counter
     yet, a model that is not a ``str``, other arguments."""
     # A counter once made is never replaced: a plain dict read (atomic) finds it without
@@ -496,16 +499,18 @@ def _count(text: str, model: str = "gpt-4o") -> int:
 
 if TYPE_CHECKING:
 
-    def count(text: str, model: str = "gpt-4o") -> int:
+    def count(text: str, model: str = DEFAULT_MODEL) -> int:
         """Tokens of ``text`` for ``model``, with a shared cached counter per model."""
 
 else:
     # The core reads ``_shared`` itself and counts with the model's counter, as fast as
     # ``Counter.count``; ``_count`` takes every other call.
-    count = _core._module_count(sys.modules[__name__], _shared, "gpt-4o", _count)
+    count = _core._module_count(sys.modules[__name__], _shared, DEFAULT_MODEL, _count)
 
 
-def resolve_counter(counter: Counter | None, model: str | None, default: str = "gpt-4o") -> Counter:
+def resolve_counter(
+    counter: Counter | None, model: str | None, default: str = DEFAULT_MODEL
+) -> Counter:
     """The counter to use: the one given, else the shared one of ``model`` (or ``default``)."""
     if counter is not None:
         if not isinstance(counter, _core.Counter):
