@@ -23,7 +23,6 @@ pub(crate) use crate::memory::populated;
 
 mod admit;
 mod held;
-pub use admit::ADMIT_AT_ONCE;
 pub use held::HeldTable;
 
 /// A thread's held and front tables start at this share of their sets and take the rest once
@@ -293,8 +292,8 @@ impl CountCache {
     }
 
     /// Whether `text` goes through this cache now (see [`admit`]): always when caching is
-    /// off (the cached paths then only count), else a long text, or a short one this cache
-    /// has probably seen on this thread before.
+    /// off (the cached paths then only count), else a text this cache has probably seen
+    /// before, on any thread.
     #[inline]
     pub fn admit(&self, text: &str) -> bool {
         self.stamp().is_none_or(|stamp| admit::admit(text, stamp))

@@ -359,7 +359,7 @@ impl Counter {
         false
     }
 
-    /// Tokens of `text`, cached by content (a short text from its second count on).
+    /// Tokens of `text`, cached by content (from its second count on).
     pub fn count(&self, text: &str) -> usize {
         self.scaled(self.raw_count(text))
     }
@@ -622,7 +622,7 @@ mod tests {
         let texts: Vec<String> = (0..2000).map(|i| format!("message {i}: {}", "数据 data ".repeat(i % 50))).collect();
         let single: Vec<usize> = texts.iter().map(|t| c.backend().count(t)).collect();
         assert_eq!(c.count_many(&texts), single);
-        assert_eq!(c.count_many(&texts), single); // seen twice: the short texts are admitted
+        assert_eq!(c.count_many(&texts), single); // seen twice: the texts are admitted
         assert_eq!(c.count_many(&texts), single); // warm
         assert!(c.cache_info().hits >= 2000);
     }
@@ -705,7 +705,7 @@ mod tests {
         let first = c.count_many(&with_empty);
         let info = c.cache_info();
         assert_eq!((info.hits, info.misses), (0, 5000), "the empty text is neither");
-        // a short text enters the cache on its second count (src/cache/admit.rs): the second
+        // a text enters the cache on its second count (src/cache/admit.rs): the second
         // batch admits the texts, the third hits them (some whose note the texts of tests
         // running beside this one displaced from the shared table are admitted one sight
         // later: up to 60 seen; a table of one slot per set hit about 2,700)

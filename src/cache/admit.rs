@@ -1,23 +1,24 @@
-//! Which texts the count cache takes in: a short text on its second sight, a long one at once.
+//! Which texts the count cache takes in: a text on its second sight.
 //!
-//! Caching a short text costs more than counting it would save if it never comes back:
-//! hashing it twice (the caller's hash for the front table, xxh3 for the shared map), a lookup
-//! and an insert in the shared map, a copy into the front table, a reference held. An agent's
-//! history re-counts the same texts every turn, but most texts a process counts once are
-//! never seen again. So the first count of a short text only notes a cheap fingerprint of it
-//! (length and three 8-byte words, no pass over the text) in a small table of the process; a text
-//! whose fingerprint is there goes through the cache. A fingerprint shared by two texts only
-//! sends the second one through the cache early: counts never depend on it.
+//! Caching a text costs more than counting it would save if it never comes back: hashing it
+//! (the caller's hash for the front table of short texts, xxh3 of every byte for the shared
+//! map), a lookup and an insert in the shared map, a copy into the front table, a reference
+//! held. An agent's history re-counts the same texts every turn, but most texts a process
+//! counts once are never seen again. So the first count of a text only notes a cheap
+//! fingerprint of it (length and three 8-byte words, no pass over the text) in a small table
+//! of the process; a text whose fingerprint is there goes through the cache. A fingerprint
+//! shared by two texts only sends the second one through the cache early: counts never
+//! depend on it.
 //!
-//! Long texts are admitted on first sight: their hash is small beside their count, and a
-//! second full count of a long text would cost far more than a cache entry.
+//! Long texts too: their hash was taken to be small beside their count, but xxh3 reads a
+//! never-seen source file at about 8 GB/s where the engine counts it at 600 MB/s, and a
+//! counter that took long texts in at once counted new source code 8-10% slower than one
+//! without a cache (benches/RESULTS.md, 2026-11-27). A long text that comes back is counted
+//! twice before its count is kept.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-
-/// Texts of at least this many bytes are cached on first sight.
-pub const ADMIT_AT_ONCE: usize = 2048;
 
 /// Fingerprints the process remembers (8 bytes each: 512 KiB, allocated on first use), in sets of
 /// [`WAYS`]: a text is known while its fingerprint is anywhere in its set.
@@ -49,10 +50,10 @@ fn fingerprint(b: &[u8]) -> u64 {
     (mixed ^ (mixed >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
 }
 
-/// Whether `text` goes through the cache whose contents `stamp` names: long, or (probably)
-/// seen by that cache before (on any thread). A short text seen for the first time is noted
-/// and answered no. The stamp is part of the fingerprint, so each cache (and each cache after
-/// a clear) admits a text on its own second sight.
+/// Whether `text` goes through the cache whose contents `stamp` names: (probably) seen by that
+/// cache before, on any thread. A text seen for the first time is noted and answered no. The
+/// stamp is part of the fingerprint, so each cache (and each cache after a clear) admits a
+/// text on its own second sight.
 ///
 /// A new fingerprint takes an empty way of its set, else a way that changes from one insertion
 /// to the next: with one slot per set (or any fixed choice), two texts sharing it in a loop
@@ -60,9 +61,6 @@ fn fingerprint(b: &[u8]) -> u64 {
 /// texts counted a third of them from scratch on every pass).
 #[inline]
 pub fn admit(text: &str, stamp: u64) -> bool {
-    if text.len() >= ADMIT_AT_ONCE {
-        return true;
-    }
     let fp = fingerprint(text.as_bytes()) ^ stamp.wrapping_mul(0xD6E8_FEB8_6659_FD93) << 1;
     let seen = SEEN.get_or_init(|| super::populated(SEEN_SLOTS, || AtomicU64::new(0)).into_boxed_slice());
     let sets = SEEN_SLOTS / WAYS;
@@ -119,10 +117,11 @@ mod tests {
     }
 
     #[test]
-    fn a_long_text_is_admitted_at_once() {
-        let text = "x".repeat(ADMIT_AT_ONCE);
-        assert!(admit(&text, 1));
-        assert!(!admit(&text[1..], 1));
+    fn a_long_text_is_admitted_on_its_second_sight_too() {
+        let text = format!("{}{}", "a long text, ", "x".repeat(1 << 20));
+        assert!(!admit(&text, 3));
+        assert!(admit(&text, 3));
+        assert!(!admit(&text[1..], 3));
     }
 
     #[test]

@@ -167,8 +167,8 @@ class Counter(_core.Counter):
     files: ``Counter.from_tiktoken_file(...)``, ``Counter.from_tokenizer_json(...)``; estimate:
     ``Counter.heuristic()``. Counters of one tokenizer share one cache unless a private
     bound is given: ``cache_entries`` (0 disables caching) or ``cache_bytes`` (about 80 bytes
-    an entry). A short text enters the cache on its second count (a text counted once is not
-    worth an entry); one of 2 KB or more on its first.
+    an entry). A text enters the cache on its second count: a text counted once is not worth
+    an entry, nor, when it is long, a hash of every byte.
 
     ``piece_cache_entries`` bounds the per-thread tables of pieces (words, identifiers,
     indentation) and their counts that the embedded encodings keep for every counter of the
