@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 /// (allocated on first use): it is asked once per new text, between counts that sweep the
 /// vocabulary's megabytes, and with 64-bit fingerprints (512 KiB) that probe missed the
 /// core's caches: the default counter counted a fresh process's first pass over multilingual
-/// dialog 4% slower than one without a cache, 1% with this table (benches/RESULTS.md,
+/// dialog 4% slower than one without a cache, 2% with this table (benches/RESULTS.md,
 /// 2026-11-27). Set and tag together keep 29 bits of the fingerprint: a new text finds its
 /// tag in a full set, and is taken in early, about once in 8,000.
 const SEEN_SLOTS: usize = 1 << 16;
