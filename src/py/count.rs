@@ -269,22 +269,18 @@ impl PyCounter {
         }
         with_text(text, "text", |s| {
             guarded("count", || {
-                // Releasing the GIL costs more than counting (or finding) a short text.
-                Ok(if s.len() > HOLD_MAX_LEN {
-                    py.detach(|| self.inner.count(s))
-                } else if plain {
-                    // Asked only for a text the front cache keeps (the core decides): a fresh
-                    // long one would be read once more by siphash for nothing.
-                    // SAFETY: a live str, GIL held; a str's hash never fails
-                    let hash = || unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64;
-                    release_held_on_thread_exit(py);
-                    HELD.with(|h| {
-                        let holder = || text.clone().unbind();
-                        self.inner.count_and_hold(s, hash, &mut h.borrow_mut(), addr, holder)
-                    })
-                } else {
-                    self.inner.count(s)
-                })
+                if !plain || s.len() > HOLD_MAX_LEN {
+                    return Ok(detach_if_long(py, s.len(), || self.inner.count(s)));
+                }
+                // Asked only for a text the front cache keeps (the core decides): a fresh
+                // long one would be read once more by siphash for nothing.
+                // SAFETY: a live str, GIL held; a str's hash never fails
+                let hash = || unsafe { ffi::PyObject_Hash(text.as_ptr()) } as u64;
+                release_held_on_thread_exit(py);
+                Ok(HELD.with(|h| {
+                    let holder = || text.clone().unbind();
+                    self.inner.count_and_hold(s, hash, &mut h.borrow_mut(), addr, holder)
+                }))
             })
         })?
     }
