@@ -1,5 +1,7 @@
-//! The vectorcall fast path of `Counter.count` and `Encoding.count`: one positional `str`
-//! goes straight to `PyCounter::count_text`; any other call goes to the regular PyO3 method.
+//! The vectorcall fast path of `Counter.count`, `Encoding.count` and `windowfit.count`: a
+//! text (and for `windowfit.count`, a model whose shared counter exists) goes straight to
+//! `PyCounter::count_text`; any other call goes to the regular PyO3 method, or the Python
+//! layer's function.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -16,22 +18,39 @@ use super::errors::{guarded, ArgumentTypeError};
 /// object's type, were most of a warm count's cost: `_fast_count` installs this on
 /// `windowfit.Counter` itself, where CPython's specialised call path reaches it directly.
 /// Anything but one positional argument goes to the regular method (same errors).
-/// `Encoding.count` is the same, installed on the class by `register`.
-unsafe extern "C" fn count_fastcall<T: CountOwner>(
+/// `Encoding.count` is the same, installed on the class by `register`; the module-level
+/// `windowfit.count` is [`ModuleCount`].
+unsafe extern "C" fn fastcall<F: FastCall>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls methods with the thread attached; the descriptor checked that
-    // `slf` is an instance of the class it was made for, a `T` (`_fast_count` verifies for
-    // `Counter`'s subclasses; `Encoding` is final); `args` holds `nargs` arguments and one
-    // per keyword name.
+    // SAFETY: CPython calls methods and functions with the thread attached, with the
+    // arguments `F::call` asks for. No panic may unwind out of a C callback: the whole body
+    // is guarded, not just the count.
     unsafe {
         let py = Python::assume_attached();
-        let owner = Borrowed::from_ptr(py, slf).cast_unchecked::<T>();
-        fast_count(py, owner.get().counter(), slf, args, nargs, kwnames, T::regular())
+        returned(py, guarded("count", || F::call(py, slf, Arguments { args, nargs, kwnames })))
     }
+}
+
+/// What a fast `count` does with a vectorcall's arguments: counts the text here, or hands the
+/// call on.
+trait FastCall {
+    /// # Safety
+    /// `slf` is the callable's `self` (an instance of the class the method was made for, or
+    /// the module of a function); `given` as CPython passed it; the thread is attached.
+    unsafe fn call(py: Python<'_>, slf: *mut ffi::PyObject, given: Arguments) -> PyResult<Py<PyAny>>;
+}
+
+/// A vectorcall's arguments: `args` holds `nargs` positional ones, then one per name in
+/// `kwnames` (a tuple of str, or null).
+#[derive(Clone, Copy)]
+struct Arguments {
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
 }
 
 /// The classes with a fast `count`: the counter they count with, and their regular method.
@@ -63,33 +82,29 @@ static COUNTER_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static ENCODING_COUNT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// One positional `str`: counted here. Anything else: `regular(slf, *args, **kwargs)`.
-unsafe fn fast_count(
-    py: Python<'_>,
-    counter: &PyCounter,
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-    regular: &PyOnceLock<Py<PyAny>>,
-) -> *mut ffi::PyObject {
-    // No panic may unwind out of a C callback: the whole body is guarded, not just the count.
-    let result = guarded("count", || {
-        if nargs == 1 && kwnames.is_null() {
-            // SAFETY: args[0] is a borrowed reference (see the callers)
-            let text = unsafe { Borrowed::from_ptr(py, *args) };
-            counter.count_text(py, &text).map(|n| match n.into_pyobject(py) {
-                Ok(n) => n.into_any().unbind(),
-                Err(never) => match never {},
-            })
-        } else {
-            match regular.get(py) {
-                // SAFETY: see the callers
-                Some(regular) => unsafe { call_regular(py, regular.bind(py), Some(slf), args, nargs, kwnames) },
-                None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
-            }
+impl<T: CountOwner> FastCall for T {
+    unsafe fn call(py: Python<'_>, slf: *mut ffi::PyObject, given: Arguments) -> PyResult<Py<PyAny>> {
+        // SAFETY: the descriptor checked that `slf` is an instance of the class it was made
+        // for, a `T` (`_fast_count` verifies for `Counter`'s subclasses; `Encoding` is final)
+        let owner = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<T>() };
+        if given.nargs == 1 && given.kwnames.is_null() {
+            // SAFETY: args[0] is a borrowed reference
+            return counted(py, owner.get().counter(), unsafe { *given.args });
         }
-    });
-    returned(py, result)
+        match T::regular().get(py) {
+            // SAFETY: the caller's arguments, as CPython passed them
+            Some(regular) => unsafe { call_regular(py, regular.bind(py), Some(slf), given) },
+            None => Err(super::errors::InternalError::new_err("count: the regular method is not registered")),
+        }
+    }
+}
+
+/// The count of the text `text` (a borrowed reference) by `counter`, as a Python int.
+fn counted(py: Python<'_>, counter: &PyCounter, text: *mut ffi::PyObject) -> PyResult<Py<PyAny>> {
+    // SAFETY: the caller's borrowed reference, alive for the call
+    let text = unsafe { Borrowed::from_ptr(py, text) };
+    let n = counter.count_text(py, &text)?;
+    Ok(n.into_pyobject(py)?.into_any().unbind())
 }
 
 /// A C callback's return: the object, or null with the error set.
@@ -109,10 +124,9 @@ unsafe fn call_regular(
     py: Python<'_>,
     regular: &Bound<'_, PyAny>,
     slf: Option<*mut ffi::PyObject>,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
+    given: Arguments,
 ) -> PyResult<Py<PyAny>> {
+    let Arguments { args, nargs, kwnames } = given;
     let names = if kwnames.is_null() {
         None
     } else {
@@ -141,7 +155,7 @@ unsafe impl Sync for MethodDef {}
 const fn count_def<T: CountOwner>() -> MethodDef {
     MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
         ml_name: c"count".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: count_fastcall::<T> },
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: fastcall::<T> },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: c"count($self, text)\n--\n\nTokens of `text` (cached by content).".as_ptr(),
     }))
@@ -159,7 +173,7 @@ fn install_count(cls: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<(
 }
 
 /// Give `cls` (a Python subclass of `Counter`) its own `count`, defined on `cls`, so that
-/// CPython's specialised method call applies to its instances (see `count_fastcall`).
+/// CPython's specialised method call applies to its instances (see [`fastcall`]).
 #[pyfunction]
 fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
     if !cls.is_subclass_of::<PyCounter>()? {
@@ -174,25 +188,7 @@ fn _fast_count(cls: &Bound<'_, PyType>) -> PyResult<()> {
 /// read in bytecode. Its `__self__` is the module that defines it, so that it pickles by name
 /// (`multiprocessing` sends it so); a builtin bound to any other object pickles as that
 /// object's attribute.
-unsafe extern "C" fn module_count_fastcall(
-    _module: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls functions with the thread attached; `args` holds `nargs`
-    // arguments and one per keyword name.
-    unsafe {
-        let py = Python::assume_attached();
-        returned(
-            py,
-            guarded("count", || match MODULE_COUNT_STATE.get(py) {
-                Some(state) => module_count(py, &state.bind_borrowed(py), args, nargs, kwnames),
-                None => Err(super::errors::InternalError::new_err("count: the module's state is not registered")),
-            }),
-        )
-    }
-}
+struct ModuleCount;
 
 /// `(shared, default_model, slow)`: the Python layer's dict of shared counters by model, the
 /// default model's name, and the Python function that makes a missing counter and takes any
@@ -201,49 +197,48 @@ static MODULE_COUNT_STATE: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
 
 /// `(text)`, `(text, model)` or `(text, model=...)` with the model's counter in `shared`:
 /// counted here. Anything else goes to the Python layer's function.
-unsafe fn module_count(
-    py: Python<'_>,
-    state: &Borrowed<'_, '_, PyTuple>,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> PyResult<Py<PyAny>> {
-    let (shared, default_model, slow) =
-        (state.get_borrowed_item(0)?, state.get_borrowed_item(1)?, state.get_borrowed_item(2)?);
-    // SAFETY: `kwnames` is null or a tuple of str, as CPython passes it
-    let keywords = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) } };
-    let model = match (nargs, keywords) {
-        (1, 0) => Some(default_model.to_owned()),
-        // SAFETY: args[1] is a borrowed reference
-        (2, 0) => Some(unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) }),
-        (1, 1) => {
-            // SAFETY: a one-item tuple of str
-            let name = unsafe { Borrowed::from_ptr(py, ffi::PyTuple_GetItem(kwnames, 0)) };
-            // SAFETY: args[1] is the keyword's value, a borrowed reference
-            (name.cast::<PyString>().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "model")))
-                .then(|| unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) })
+impl FastCall for ModuleCount {
+    unsafe fn call(py: Python<'_>, _module: *mut ffi::PyObject, given: Arguments) -> PyResult<Py<PyAny>> {
+        let Arguments { args, nargs, kwnames } = given;
+        let Some(state) = MODULE_COUNT_STATE.get(py) else {
+            return Err(super::errors::InternalError::new_err("count: the module's state is not registered"));
+        };
+        let state = state.bind_borrowed(py);
+        let (shared, default_model, slow) =
+            (state.get_borrowed_item(0)?, state.get_borrowed_item(1)?, state.get_borrowed_item(2)?);
+        // SAFETY: `kwnames` is null or a tuple of str, as CPython passes it
+        let keywords = if kwnames.is_null() { 0 } else { unsafe { ffi::PyTuple_Size(kwnames) } };
+        let model = match (nargs, keywords) {
+            (1, 0) => Some(default_model.to_owned()),
+            // SAFETY: args[1] is a borrowed reference
+            (2, 0) => Some(unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) }),
+            (1, 1) => {
+                // SAFETY: a one-item tuple of str
+                let name = unsafe { Borrowed::from_ptr(py, ffi::PyTuple_GetItem(kwnames, 0)) };
+                // SAFETY: args[1] is the keyword's value, a borrowed reference
+                (name.cast::<PyString>().is_ok_and(|n| n.to_str().is_ok_and(|n| n == "model")))
+                    .then(|| unsafe { Bound::from_borrowed_ptr(py, *args.add(1)) })
+            }
+            _ => None,
+        };
+        let counter = match &model {
+            Some(model) if model.is_exact_instance_of::<PyString>() => {
+                shared.cast::<PyDict>().ok().and_then(|d| d.get_item(model).ok().flatten())
+            }
+            _ => None,
+        };
+        if let Some(counter) = counter.as_ref().and_then(|c| c.cast::<PyCounter>().ok()) {
+            // SAFETY: args[0] is a borrowed reference
+            return counted(py, counter.get(), unsafe { *args });
         }
-        _ => None,
-    };
-    let counter = match &model {
-        Some(model) if model.is_exact_instance_of::<PyString>() => {
-            shared.cast::<PyDict>().ok().and_then(|d| d.get_item(model).ok().flatten())
-        }
-        _ => None,
-    };
-    if let Some(counter) = counter.as_ref().and_then(|c| c.cast::<PyCounter>().ok()) {
-        // SAFETY: args[0] is a borrowed reference
-        let text = unsafe { Borrowed::from_ptr(py, *args) };
-        let n = counter.get().count_text(py, &text)?;
-        return Ok(n.into_pyobject(py)?.into_any().unbind());
+        // SAFETY: the caller's arguments, as CPython passed them
+        unsafe { call_regular(py, &slow, None, given) }
     }
-    // SAFETY: the caller's arguments, as CPython passed them
-    unsafe { call_regular(py, &slow, None, args, nargs, kwnames) }
 }
 
 static MODULE_COUNT_DEF: MethodDef = MethodDef(std::cell::UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"count".as_ptr(),
-    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: module_count_fastcall },
+    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: fastcall::<ModuleCount> },
     ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
     ml_doc:
         c"count(text, model='gpt-4o')\n--\n\nTokens of ``text`` for ``model``, with a shared cached counter per model."
