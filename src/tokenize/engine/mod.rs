@@ -32,6 +32,7 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
+use blocks::{Classify, OverBlocks};
 pub use split::{Pattern, Splitter};
 pub use vocab::Vocab;
 use vocab::{pack_at, SHORT};
@@ -234,31 +235,35 @@ impl Engine {
     /// working vocabulary of megabytes most probes miss the core's caches, and this way the
     /// misses overlap with each other and with the splitting.
     fn count_serial(&self, text: &str) -> usize {
-        self.with_cache(|cache| {
-            let mut n = 0;
-            let mut queue = [0u128; AHEAD];
-            let mut queued = 0;
-            self.pieces(text).for_each_span(|rest, len| {
-                if len > SHORT {
-                    n += self.count_long(cache, &rest[..len]);
-                    return true;
-                }
-                let key = pack_at(rest, len);
-                if let Some(count) = cache.table.get_hot(key) {
-                    n += count;
-                    return true;
-                }
-                cache.table.prefetch(key);
-                queue[queued] = key;
-                queued += 1;
-                if queued == AHEAD {
-                    n += self.count_packed(cache, &queue);
-                    queued = 0;
-                }
-                true
-            });
-            n + self.count_packed(cache, &queue[..queued])
-        })
+        self.with_cache(|cache| blocks::widest(CountSpans { engine: self, cache, text }))
+    }
+
+    /// [`Self::count_serial`]'s loop, its blocks classified by `classify`.
+    #[inline(always)]
+    fn count_spans(&self, cache: &mut PieceCache, text: &str, classify: impl Classify) -> usize {
+        let mut n = 0;
+        let mut queue = [0u128; AHEAD];
+        let mut queued = 0;
+        self.pieces(text).for_each_span_with(classify, |rest, len| {
+            if len > SHORT {
+                n += self.count_long(cache, &rest[..len]);
+                return true;
+            }
+            let key = pack_at(rest, len);
+            if let Some(count) = cache.table.get_hot(key) {
+                n += count;
+                return true;
+            }
+            cache.table.prefetch(key);
+            queue[queued] = key;
+            queued += 1;
+            if queued == AHEAD {
+                n += self.count_packed(cache, &queue);
+                queued = 0;
+            }
+            true
+        });
+        n + self.count_packed(cache, &queue[..queued])
     }
 
     /// Tokens of short pieces already packed, from the table or merged (and then stored).
@@ -285,18 +290,28 @@ impl Engine {
     /// The count of `text` if it is at most `limit`, else `None`, having read only as far
     /// as the piece that passed the limit.
     pub fn count_until(&self, text: &str, limit: usize) -> Option<usize> {
+        self.with_cache(|cache| blocks::widest(CountSpansUntil { engine: self, cache, text, limit }))
+    }
+
+    /// [`Self::count_until`]'s loop, its blocks classified by `classify`.
+    #[inline(always)]
+    fn count_spans_until(
+        &self,
+        cache: &mut PieceCache,
+        text: &str,
+        limit: usize,
+        classify: impl Classify,
+    ) -> Option<usize> {
         let longest = self.vocab.longest();
-        self.with_cache(|cache| {
-            let mut n = 0usize;
-            self.pieces(text).for_each_span(|rest, len| {
-                // A piece past the limit by its length alone is not encoded (a megabyte of
-                // one letter, DNA, base64 of zeros: one piece, seconds of merging).
-                let at_least = n.saturating_add(len / longest);
-                n = if at_least > limit { at_least } else { n + self.count_span_with(cache, rest, len) };
-                n <= limit
-            });
-            (n <= limit).then_some(n)
-        })
+        let mut n = 0usize;
+        self.pieces(text).for_each_span_with(classify, |rest, len| {
+            // A piece past the limit by its length alone is not encoded (a megabyte of
+            // one letter, DNA, base64 of zeros: one piece, seconds of merging).
+            let at_least = n.saturating_add(len / longest);
+            n = if at_least > limit { at_least } else { n + self.count_span_with(cache, rest, len) };
+            n <= limit
+        });
+        (n <= limit).then_some(n)
     }
 
     /// Token ids of `text`. A piece of more than one token is merged once per thread and
@@ -309,32 +324,85 @@ impl Engine {
     fn encode_keeping(&self, text: &str, bound: usize) -> Vec<u32> {
         IDS.with(|slots| {
             let cache = &mut *slots[self.slot].borrow_mut();
-            let mut out = Vec::with_capacity(text.len() / 4 + 1);
-            self.pieces(text).for_each_span(|rest, len| {
-                let piece = &rest[..len];
-                if len <= SHORT {
-                    let key = pack_at(rest, len);
-                    if cache.extend_hot(key, &mut out) {
-                        return true;
-                    }
-                    match self.rank(piece) {
-                        Some(r) => {
-                            out.push(r);
-                            cache.keep_token(key, r, bound);
-                        }
-                        None => cache.extend_short(key, bound, &mut out, |o| self.encode_piece(piece, o)),
-                    }
-                } else if let Some(r) = self.rank(piece) {
-                    out.push(r);
-                } else if len <= LONG_CACHED {
-                    cache.extend_long(piece, bound, &mut out, |o| self.encode_piece(piece, o));
-                } else {
-                    self.encode_piece(piece, &mut out);
-                }
-                true
-            });
-            out
+            blocks::widest(EncodeSpans { engine: self, cache, text, bound })
         })
+    }
+
+    /// [`Self::encode_keeping`]'s loop, its blocks classified by `classify`.
+    #[inline(always)]
+    fn encode_spans(&self, cache: &mut ids::IdCache, text: &str, bound: usize, classify: impl Classify) -> Vec<u32> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        self.pieces(text).for_each_span_with(classify, |rest, len| {
+            let piece = &rest[..len];
+            if len <= SHORT {
+                let key = pack_at(rest, len);
+                if cache.extend_hot(key, &mut out) {
+                    return true;
+                }
+                match self.rank(piece) {
+                    Some(r) => {
+                        out.push(r);
+                        cache.keep_token(key, r, bound);
+                    }
+                    None => cache.extend_short(key, bound, &mut out, |o| self.encode_piece(piece, o)),
+                }
+            } else if let Some(r) = self.rank(piece) {
+                out.push(r);
+            } else if len <= LONG_CACHED {
+                cache.extend_long(piece, bound, &mut out, |o| self.encode_piece(piece, o));
+            } else {
+                self.encode_piece(piece, &mut out);
+            }
+            true
+        });
+        out
+    }
+}
+
+/// [`Engine::count_spans`] as work for [`blocks::widest`].
+struct CountSpans<'a> {
+    engine: &'a Engine,
+    cache: &'a mut PieceCache,
+    text: &'a str,
+}
+
+impl OverBlocks for CountSpans<'_> {
+    type Out = usize;
+    #[inline(always)]
+    fn run(self, classify: impl Classify) -> usize {
+        self.engine.count_spans(self.cache, self.text, classify)
+    }
+}
+
+/// [`Engine::count_spans_until`] as work for [`blocks::widest`].
+struct CountSpansUntil<'a> {
+    engine: &'a Engine,
+    cache: &'a mut PieceCache,
+    text: &'a str,
+    limit: usize,
+}
+
+impl OverBlocks for CountSpansUntil<'_> {
+    type Out = Option<usize>;
+    #[inline(always)]
+    fn run(self, classify: impl Classify) -> Option<usize> {
+        self.engine.count_spans_until(self.cache, self.text, self.limit, classify)
+    }
+}
+
+/// [`Engine::encode_spans`] as work for [`blocks::widest`].
+struct EncodeSpans<'a> {
+    engine: &'a Engine,
+    cache: &'a mut ids::IdCache,
+    text: &'a str,
+    bound: usize,
+}
+
+impl OverBlocks for EncodeSpans<'_> {
+    type Out = Vec<u32>;
+    #[inline(always)]
+    fn run(self, classify: impl Classify) -> Vec<u32> {
+        self.engine.encode_spans(self.cache, self.text, self.bound, classify)
     }
 }
 
@@ -452,14 +520,14 @@ mod tests {
                 let mut t: String = (0..n)
                     .map(|_| {
                         let k = next() as usize;
-                        if k % 2 == 0 {
+                        if k.is_multiple_of(2) {
                             common[k / 2 % common.len()]
                         } else {
                             words[k / 2 % words.len()]
                         }
                     })
                     .collect();
-                if next() % 4 == 0 {
+                if next().is_multiple_of(4) {
                     t.push_str(&"word".repeat(10)); // longer than a packed key
                 }
                 t

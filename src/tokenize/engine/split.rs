@@ -13,7 +13,7 @@
 //!   \s*[\r\n]+|\s+(?!\S)|\s+` with UPPER = `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and
 //!   LOWER = `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
 
-use super::blocks;
+use super::blocks::{self, Classify, Detected};
 use super::classes::{Classes, CASELESS, LETTER, LOWER, MARK, NUMBER, PUNCT, SPACE, UPPER};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -640,7 +640,7 @@ impl<'t> Splitter<'t> {
     /// settles a piece; else one piece by the byte-at-a-time rules. A block leaves undecided a
     /// long run, an apostrophe, bytes that are not ASCII.
     #[inline(always)]
-    fn end_from(&self, at: usize, cursor: &mut Cursor) -> usize {
+    fn end_from(&self, at: usize, cursor: &mut Cursor, classify: impl Classify) -> usize {
         if cursor.marks != 0 {
             let end = cursor.base + cursor.marks.trailing_zeros() as usize;
             cursor.marks &= cursor.marks - 1;
@@ -648,7 +648,7 @@ impl<'t> Splitter<'t> {
         }
         if let Some(rules) = self.rules.filter(|_| at >= cursor.alone_until) {
             if let Some(block) = self.text.as_bytes().get(at..at + blocks::LEN) {
-                let block = blocks::starts(block.try_into().unwrap(), rules);
+                let block = classify.starts(block.try_into().unwrap(), rules);
                 // The pieces between trusted starts; the last one begins the next block.
                 let starts = block.starts & (block.starts - 1);
                 if starts != 0 {
@@ -673,11 +673,19 @@ impl<'t> Splitter<'t> {
     /// read past the piece in one load, see [`super::vocab::pack_at`]). The cursor is a local
     /// here, kept in registers; one call of `f`, so it is inlined once.
     #[inline(always)]
-    pub fn for_each_span(mut self, mut f: impl FnMut(&'t [u8], usize) -> bool) {
+    pub fn for_each_span(self, f: impl FnMut(&'t [u8], usize) -> bool) {
+        self.for_each_span_with(Detected, f)
+    }
+
+    /// [`Self::for_each_span`], finding block classes by `classify`: a loop compiled for
+    /// AVX2 or AVX-512 (see [`blocks::widest`]) passes its way, so the whole loop is inlined
+    /// with its masks.
+    #[inline(always)]
+    pub fn for_each_span_with(mut self, classify: impl Classify, mut f: impl FnMut(&'t [u8], usize) -> bool) {
         let b = self.text.as_bytes();
         let (mut at, mut cursor) = (self.pos, self.cursor);
         while at < b.len() {
-            let end = self.end_from(at, &mut cursor);
+            let end = self.end_from(at, &mut cursor, classify);
             if !f(&b[at..], end - at) {
                 break;
             }
@@ -697,7 +705,7 @@ impl<'t> Iterator for Splitter<'t> {
             return None;
         }
         let mut cursor = self.cursor;
-        let end = self.end_from(i, &mut cursor);
+        let end = self.end_from(i, &mut cursor, Detected);
         (self.pos, self.cursor) = (end, cursor);
         Some(&self.text[i..end])
     }
