@@ -8,10 +8,10 @@
 //! caller then walks the marks. A block always begins where a piece begins, so no state
 //! crosses blocks.
 //!
-//! The masks come from SSE2 compares, sixteen bytes at a time, or where the processor has
-//! AVX-512BW (checked once, at run time) from compares of the whole block into mask
-//! registers: a tenth of the instructions, and splitting source code 1.2x as fast
-//! (benches/RESULTS.md, 2026-11-27).
+//! The masks come from SSE2 compares, sixteen bytes at a time; where the processor has AVX2,
+//! thirty-two; where it has AVX-512BW, compares of the whole block into mask registers, a
+//! tenth of SSE2's instructions (the processor asked once, at run time). With AVX-512 a
+//! steady pass over source code counts 1.07-1.09x as fast (benches/RESULTS.md, 2026-11-27).
 //!
 //! A mark is trusted only where the block's bytes settle it: not on the block's last byte
 //! (a piece there may take the next one as its letters), not inside a run of whitespace that
@@ -110,6 +110,7 @@ fn masks(b: &[u8; LEN]) -> Masks {
 unsafe fn masks_avx2(b: &[u8; LEN]) -> Masks {
     use std::arch::x86_64::*;
     let mut m = Masks::default();
+    // Signed compares, as SSE2's: bytes of 0x80 and up are negative and fall outside.
     let between = |v: __m256i, lo: u8, hi: u8| {
         _mm256_and_si256(
             _mm256_cmpgt_epi8(v, _mm256_set1_epi8(lo as i8 - 1)),
