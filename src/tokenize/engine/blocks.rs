@@ -47,7 +47,7 @@ pub const LEN: usize = 64;
 
 /// Per-byte class masks of a block.
 #[derive(Default, Debug, PartialEq, Eq)]
-struct Masks {
+pub struct Masks {
     letter: u64,
     upper: u64,
     lower: u64,
@@ -230,8 +230,14 @@ pub struct Rules {
 /// How a block's byte classes are found. Every way gives the same [`Block`]; the hot loops
 /// run through [`widest`], compiled once for each way.
 pub trait Classify: Copy {
+    /// The class masks of the 64 bytes of `b`.
+    fn masks(self, b: &[u8; LEN]) -> Masks;
+
     /// The piece starts of the 64 bytes of `b` (a piece starts at `b[0]`) under `rules`.
-    fn starts(self, b: &[u8; LEN], rules: Rules) -> Block;
+    #[inline(always)]
+    fn starts(self, b: &[u8; LEN], rules: Rules) -> Block {
+        starts_from(self.masks(b), rules)
+    }
 }
 
 /// SSE2 compares, sixteen bytes at a time (every x86_64), or the class table elsewhere.
@@ -281,34 +287,40 @@ impl Widest {
 
 impl Classify for Narrow {
     #[inline(always)]
-    fn starts(self, b: &[u8; LEN], rules: Rules) -> Block {
-        starts_from(masks(b), rules)
+    fn masks(self, b: &[u8; LEN]) -> Masks {
+        masks(b)
     }
 }
 
 impl Classify for Avx2 {
     #[inline(always)]
-    fn starts(self, b: &[u8; LEN], rules: Rules) -> Block {
+    fn masks(self, b: &[u8; LEN]) -> Masks {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: an `Avx2` exists only where the processor has AVX2.
-        return starts_from(unsafe { masks_avx2(b) }, rules);
+        return unsafe { masks_avx2(b) };
         #[cfg(not(target_arch = "x86_64"))]
-        Narrow.starts(b, rules)
+        masks(b)
     }
 }
 
 impl Classify for Avx512 {
     #[inline(always)]
-    fn starts(self, b: &[u8; LEN], rules: Rules) -> Block {
+    fn masks(self, b: &[u8; LEN]) -> Masks {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: an `Avx512` exists only where the processor has AVX-512F and AVX-512BW.
-        return starts_from(unsafe { masks_avx512(b) }, rules);
+        return unsafe { masks_avx512(b) };
         #[cfg(not(target_arch = "x86_64"))]
-        Narrow.starts(b, rules)
+        masks(b)
     }
 }
 
 impl Classify for Detected {
+    /// Every way's masks are the same; [`Self::starts`] takes the widest.
+    #[inline(always)]
+    fn masks(self, b: &[u8; LEN]) -> Masks {
+        masks(b)
+    }
+
     #[inline(always)]
     fn starts(self, b: &[u8; LEN], rules: Rules) -> Block {
         widest(StartsOf { b, rules })
@@ -337,7 +349,7 @@ pub trait OverBlocks {
 
 /// `work` run with the widest way this processor has, in a copy compiled for its
 /// instructions: a loop whose masks a function without them had to call for (one call per
-/// block) kept a third of the gain (benches/RESULTS.md, 2026-11-27).
+/// block) kept about half the gain (benches/RESULTS.md, 2026-11-27).
 #[inline(always)]
 pub fn widest<W: OverBlocks>(work: W) -> W::Out {
     #[cfg(target_arch = "x86_64")]

@@ -238,34 +238,6 @@ impl Engine {
         self.with_cache(|cache| blocks::widest(CountSpans { engine: self, cache, text }))
     }
 
-    /// [`Self::count_serial`]'s loop, its blocks classified by `classify`.
-    #[inline(always)]
-    fn count_spans(&self, cache: &mut PieceCache, text: &str, classify: impl Classify) -> usize {
-        let mut n = 0;
-        let mut queue = [0u128; AHEAD];
-        let mut queued = 0;
-        self.pieces(text).for_each_span_with(classify, |rest, len| {
-            if len > SHORT {
-                n += self.count_long(cache, &rest[..len]);
-                return true;
-            }
-            let key = pack_at(rest, len);
-            if let Some(count) = cache.table.get_hot(key) {
-                n += count;
-                return true;
-            }
-            cache.table.prefetch(key);
-            queue[queued] = key;
-            queued += 1;
-            if queued == AHEAD {
-                n += self.count_packed(cache, &queue);
-                queued = 0;
-            }
-            true
-        });
-        n + self.count_packed(cache, &queue[..queued])
-    }
-
     /// Tokens of short pieces already packed, from the table or merged (and then stored).
     #[inline(always)]
     fn count_packed(&self, cache: &mut PieceCache, queue: &[u128]) -> usize {
@@ -293,27 +265,6 @@ impl Engine {
         self.with_cache(|cache| blocks::widest(CountSpansUntil { engine: self, cache, text, limit }))
     }
 
-    /// [`Self::count_until`]'s loop, its blocks classified by `classify`.
-    #[inline(always)]
-    fn count_spans_until(
-        &self,
-        cache: &mut PieceCache,
-        text: &str,
-        limit: usize,
-        classify: impl Classify,
-    ) -> Option<usize> {
-        let longest = self.vocab.longest();
-        let mut n = 0usize;
-        self.pieces(text).for_each_span_with(classify, |rest, len| {
-            // A piece past the limit by its length alone is not encoded (a megabyte of
-            // one letter, DNA, base64 of zeros: one piece, seconds of merging).
-            let at_least = n.saturating_add(len / longest);
-            n = if at_least > limit { at_least } else { n + self.count_span_with(cache, rest, len) };
-            n <= limit
-        });
-        (n <= limit).then_some(n)
-    }
-
     /// Token ids of `text`. A piece of more than one token is merged once per thread and
     /// its ids kept ([`ids`]), up to [`LONG_CACHED`] bytes.
     pub fn encode(&self, text: &str) -> Vec<u32> {
@@ -327,39 +278,9 @@ impl Engine {
             blocks::widest(EncodeSpans { engine: self, cache, text, bound })
         })
     }
-
-    /// [`Self::encode_keeping`]'s loop, its blocks classified by `classify`.
-    #[inline(always)]
-    fn encode_spans(&self, cache: &mut ids::IdCache, text: &str, bound: usize, classify: impl Classify) -> Vec<u32> {
-        let mut out = Vec::with_capacity(text.len() / 4 + 1);
-        self.pieces(text).for_each_span_with(classify, |rest, len| {
-            let piece = &rest[..len];
-            if len <= SHORT {
-                let key = pack_at(rest, len);
-                if cache.extend_hot(key, &mut out) {
-                    return true;
-                }
-                match self.rank(piece) {
-                    Some(r) => {
-                        out.push(r);
-                        cache.keep_token(key, r, bound);
-                    }
-                    None => cache.extend_short(key, bound, &mut out, |o| self.encode_piece(piece, o)),
-                }
-            } else if let Some(r) = self.rank(piece) {
-                out.push(r);
-            } else if len <= LONG_CACHED {
-                cache.extend_long(piece, bound, &mut out, |o| self.encode_piece(piece, o));
-            } else {
-                self.encode_piece(piece, &mut out);
-            }
-            true
-        });
-        out
-    }
 }
 
-/// [`Engine::count_spans`] as work for [`blocks::widest`].
+/// [`Engine::count_serial`]'s loop, its blocks classified as [`blocks::widest`] chooses.
 struct CountSpans<'a> {
     engine: &'a Engine,
     cache: &'a mut PieceCache,
@@ -370,11 +291,34 @@ impl OverBlocks for CountSpans<'_> {
     type Out = usize;
     #[inline(always)]
     fn run(self, classify: impl Classify) -> usize {
-        self.engine.count_spans(self.cache, self.text, classify)
+        let CountSpans { engine, cache, text } = self;
+        let mut n = 0;
+        let mut queue = [0u128; AHEAD];
+        let mut queued = 0;
+        engine.pieces(text).for_each_span_with(classify, |rest, len| {
+            if len > SHORT {
+                n += engine.count_long(cache, &rest[..len]);
+                return true;
+            }
+            let key = pack_at(rest, len);
+            if let Some(count) = cache.table.get_hot(key) {
+                n += count;
+                return true;
+            }
+            cache.table.prefetch(key);
+            queue[queued] = key;
+            queued += 1;
+            if queued == AHEAD {
+                n += engine.count_packed(cache, &queue);
+                queued = 0;
+            }
+            true
+        });
+        n + engine.count_packed(cache, &queue[..queued])
     }
 }
 
-/// [`Engine::count_spans_until`] as work for [`blocks::widest`].
+/// [`Engine::count_until`]'s loop, its blocks classified as [`blocks::widest`] chooses.
 struct CountSpansUntil<'a> {
     engine: &'a Engine,
     cache: &'a mut PieceCache,
@@ -386,11 +330,21 @@ impl OverBlocks for CountSpansUntil<'_> {
     type Out = Option<usize>;
     #[inline(always)]
     fn run(self, classify: impl Classify) -> Option<usize> {
-        self.engine.count_spans_until(self.cache, self.text, self.limit, classify)
+        let CountSpansUntil { engine, cache, text, limit } = self;
+        let longest = engine.vocab.longest();
+        let mut n = 0usize;
+        engine.pieces(text).for_each_span_with(classify, |rest, len| {
+            // A piece past the limit by its length alone is not encoded (a megabyte of
+            // one letter, DNA, base64 of zeros: one piece, seconds of merging).
+            let at_least = n.saturating_add(len / longest);
+            n = if at_least > limit { at_least } else { n + engine.count_span_with(cache, rest, len) };
+            n <= limit
+        });
+        (n <= limit).then_some(n)
     }
 }
 
-/// [`Engine::encode_spans`] as work for [`blocks::widest`].
+/// [`Engine::encode_keeping`]'s loop, its blocks classified as [`blocks::widest`] chooses.
 struct EncodeSpans<'a> {
     engine: &'a Engine,
     cache: &'a mut ids::IdCache,
@@ -402,7 +356,32 @@ impl OverBlocks for EncodeSpans<'_> {
     type Out = Vec<u32>;
     #[inline(always)]
     fn run(self, classify: impl Classify) -> Vec<u32> {
-        self.engine.encode_spans(self.cache, self.text, self.bound, classify)
+        let EncodeSpans { engine, cache, text, bound } = self;
+        let mut out = Vec::with_capacity(text.len() / 4 + 1);
+        engine.pieces(text).for_each_span_with(classify, |rest, len| {
+            let piece = &rest[..len];
+            if len <= SHORT {
+                let key = pack_at(rest, len);
+                if cache.extend_hot(key, &mut out) {
+                    return true;
+                }
+                match engine.rank(piece) {
+                    Some(r) => {
+                        out.push(r);
+                        cache.keep_token(key, r, bound);
+                    }
+                    None => cache.extend_short(key, bound, &mut out, |o| engine.encode_piece(piece, o)),
+                }
+            } else if let Some(r) = engine.rank(piece) {
+                out.push(r);
+            } else if len <= LONG_CACHED {
+                cache.extend_long(piece, bound, &mut out, |o| engine.encode_piece(piece, o));
+            } else {
+                engine.encode_piece(piece, &mut out);
+            }
+            true
+        });
+        out
     }
 }
 
