@@ -8,6 +8,7 @@ and ``count_until``, which must agree with the full count wherever it answers.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -94,6 +95,35 @@ def test_pathological_runs(pair: tuple[wf.Encoding, Any], label: str) -> None:
     expected = ref.encode_ordinary(text)
     assert enc.encode_ordinary(text) == expected, label
     assert enc.count(text) == len(expected), label
+
+
+def _characters_of(token: bytes) -> str | None:
+    try:
+        return None if token.isascii() else token.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def test_runs_of_the_vocabularys_own_words(pair: tuple[wf.Encoding, Any]) -> None:
+    """Every token of whole characters past ASCII, run together in random groups with and
+    without spaces: the merges across characters, which the engine starts from whole
+    characters, and the tokens that take part of a character with a neighbour (" \\xe2",
+    "\u043e\\xd0"), where it starts from bytes."""
+    enc, ref = pair
+    words = sorted({w for t in ref._mergeable_ranks if (w := _characters_of(t))})
+    rnd = random.Random(5)
+    rnd.shuffle(words)
+    runs, i = [], 0
+    while i < len(words):
+        k = rnd.randint(1, 8)
+        runs.append(rnd.choice(["", "", " "]).join(words[i : i + k]))
+        i += k
+    for lo in range(0, len(runs), 500):
+        text = "\n".join(runs[lo : lo + 500])
+        theirs = ref.encode_ordinary(text)
+        if enc.encode_ordinary(text) != theirs:
+            pytest.fail(_first_difference(enc, ref, runs[lo : lo + 500]))
+        assert enc.count(text) == len(theirs)
 
 
 def test_count_until_agrees_with_count(pair: tuple[wf.Encoding, Any]) -> None:

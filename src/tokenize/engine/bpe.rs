@@ -17,17 +17,41 @@ pub const GIANT_PIECE: usize = 1 << 20;
 
 const NONE: u32 = u32::MAX;
 
+/// The parts a merge starts from. tiktoken's starts from single bytes ([`Bytes`]); a seed
+/// whose parts are merges the byte merge makes whatever else the piece holds gives the same
+/// result and saves their lookups ([`super::chars::WholeChars`]).
+pub trait Seed {
+    /// `part(start)` for each first part of `piece`, in order: the first at 0, each before
+    /// `piece.len()`.
+    fn parts(&self, piece: &[u8], part: impl FnMut(usize));
+}
+
+/// One part per byte.
+pub struct Bytes;
+
+impl Seed for Bytes {
+    #[inline(always)]
+    fn parts(&self, piece: &[u8], part: impl FnMut(usize)) {
+        (0..piece.len()).for_each(part);
+    }
+}
+
 /// The BPE parts of `piece` (2+ bytes), every part a token: `rank` must know every single
 /// byte, which byte-level vocabularies guarantee.
 pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
+    split_from(piece, rank, &Bytes)
+}
+
+/// [`split`], the merge started from `seed`'s parts.
+pub fn split_from<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> Vec<&'p [u8]> {
     if piece.len() >= LONG_PIECE {
-        return merge_long(piece, &rank);
+        return merge_long(piece, &rank, seed);
     }
     if piece.len() < 2 {
         return vec![piece];
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
-    let len = merge_short(piece, &rank, &mut parts);
+    let len = merge_short(piece, &rank, seed, &mut parts);
     parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]).collect()
 }
 
@@ -35,29 +59,51 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 /// [`LONG_PIECE`] merges in a table on the stack, allocating nothing; a longer one counts the
 /// heap merge's part ends.
 pub fn count(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> usize {
+    count_from(piece, rank, &Bytes)
+}
+
+/// [`count`], the merge started from `seed`'s parts.
+pub fn count_from(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> usize {
     if piece.len() >= LONG_PIECE {
-        return long_ends(piece, &rank).len();
+        return long_ends(piece, &rank, seed).len();
     }
     if piece.len() < 2 {
         return 1;
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
-    merge_short(piece, &rank, &mut parts) - 1
+    merge_short(piece, &rank, seed, &mut parts) - 1
+}
+
+/// `part(start)` for each part of the merge of `piece` (2 to [`LONG_PIECE`] - 1 bytes) from
+/// its bytes, allocating nothing.
+pub fn for_each_short_part(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, part: impl FnMut(usize)) {
+    let mut parts = [(0u32, NONE); LONG_PIECE + 1];
+    let len = merge_short(piece, &rank, &Bytes, &mut parts);
+    parts[..len - 1].iter().map(|p| p.0 as usize).for_each(part);
 }
 
 /// Merges a piece shorter than [`LONG_PIECE`] in `parts`: on return `parts[..len]` holds each
 /// part's start, then the piece's end; `len` is returned. Each entry also holds the rank of
 /// the pair its part starts (rescanned per merge: few pairs, no heap).
-fn merge_short(piece: &[u8], rank: &impl Fn(&[u8]) -> Option<u32>, parts: &mut [(u32, u32); LONG_PIECE + 1]) -> usize {
+fn merge_short(
+    piece: &[u8],
+    rank: &impl Fn(&[u8]) -> Option<u32>,
+    seed: &impl Seed,
+    parts: &mut [(u32, u32); LONG_PIECE + 1],
+) -> usize {
     let n = piece.len();
     debug_assert!((2..LONG_PIECE).contains(&n));
-    for (i, part) in parts[..n - 1].iter_mut().enumerate() {
-        *part = (i as u32, rank(&piece[i..i + 2]).unwrap_or(NONE));
+    let mut first = 0;
+    seed.parts(piece, |start| {
+        parts[first] = (start as u32, NONE);
+        first += 1;
+    });
+    // the end, after the last part (whose pair is none)
+    parts[first] = (n as u32, NONE);
+    for k in 0..first.saturating_sub(1) {
+        parts[k].1 = rank(&piece[parts[k].0 as usize..parts[k + 2].0 as usize]).unwrap_or(NONE);
     }
-    // two sentinels: the last byte's part and the end
-    parts[n - 1] = ((n - 1) as u32, NONE);
-    parts[n] = (n as u32, NONE);
-    let mut len = n + 1;
+    let mut len = first + 1;
     let pair_rank = |parts: &[(u32, u32)], len: usize, k: usize| -> u32 {
         if k + 3 < len {
             rank(&piece[parts[k].0 as usize..parts[k + 3].0 as usize]).unwrap_or(NONE)
@@ -88,10 +134,10 @@ fn merge_short(piece: &[u8], rank: &impl Fn(&[u8]) -> Option<u32>, parts: &mut [
 
 /// The heap-based merge: parts form a linked list; a min-heap of (rank, start) holds
 /// candidate pairs, and stale entries (a part that has since changed) are skipped.
-pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<&'p [u8]> {
+pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> Vec<&'p [u8]> {
     let mut parts = Vec::new();
     let mut start = 0;
-    for end in long_ends(piece, rank) {
+    for end in long_ends(piece, rank, seed) {
         parts.push(&piece[start..end]);
         start = end;
     }
@@ -99,7 +145,7 @@ pub(crate) fn merge_long<'p>(piece: &'p [u8], rank: &dyn Fn(&[u8]) -> Option<u32
 }
 
 /// Where the parts of [`merge_long`] end, in order (the last is `piece.len()`).
-fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
+fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> Vec<usize> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -109,8 +155,8 @@ fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
     const MAX: usize = u32::MAX as usize;
     if piece.len() > MAX {
         let (a, b) = piece.split_at(MAX);
-        let mut ends = long_ends(a, rank);
-        ends.extend(long_ends(b, rank).into_iter().map(|e| e + MAX));
+        let mut ends = long_ends(a, rank, seed);
+        ends.extend(long_ends(b, rank, seed).into_iter().map(|e| e + MAX));
         return ends;
     }
     let n = piece.len() as u32;
@@ -118,17 +164,29 @@ fn long_ends(piece: &[u8], rank: &dyn Fn(&[u8]) -> Option<u32>) -> Vec<usize> {
     // rank of the pair part i starts (NONE: none, or i is no longer a part's start). A pair's
     // rank names its bytes, so a heap entry (rank, start) is current iff cand[start] == rank,
     // and entries are one u64 (rank, then start: the leftmost of equal ranks first).
-    let mut end: Vec<u32> = (1..=n).collect();
-    let mut prev: Vec<u32> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut end: Vec<u32> = vec![n; n as usize];
+    let mut prev: Vec<u32> = vec![NONE; n as usize];
+    let mut last = NONE;
+    seed.parts(piece, |start| {
+        let start = start as u32;
+        if last != NONE {
+            end[last as usize] = start;
+            prev[start as usize] = last;
+        }
+        last = start;
+    });
     let mut cand = vec![NONE; n as usize];
     let rank_of = |a: u32, b_end: u32| rank(&piece[a as usize..b_end as usize]);
     let key = |r: u32, start: u32| Reverse((u64::from(r) << 32) | u64::from(start));
     let mut initial = Vec::with_capacity(n as usize);
-    for i in 0..n.saturating_sub(1) {
-        if let Some(r) = rank_of(i, i + 2) {
+    let mut i = 0;
+    while i < n && end[i as usize] < n {
+        let mid = end[i as usize];
+        if let Some(r) = rank_of(i, end[mid as usize]) {
             cand[i as usize] = r;
             initial.push(key(r, i));
         }
+        i = mid;
     }
     let mut heap = BinaryHeap::from(initial);
     while let Some(Reverse(k)) = heap.pop() {
@@ -204,7 +262,7 @@ pub(crate) fn merge_blocked(
     // A block's part boundaries, its start first and its end last.
     let merge = |s: usize| -> Vec<usize> {
         let e = (s + BLOCK + OVERLAP).min(n);
-        std::iter::once(s).chain(long_ends(&piece[s..e], rank).into_iter().map(|x| x + s)).collect()
+        std::iter::once(s).chain(long_ends(&piece[s..e], rank, &Bytes).into_iter().map(|x| x + s)).collect()
     };
     let parallel = n >= PARALLEL_BLOCKED && crate::parallel::threads() > 1;
     // Blocks at multiples of BLOCK, merged ahead.
@@ -340,7 +398,7 @@ mod tests {
                 let expected = tiktoken_rs::byte_pair_split(&piece, &ranks);
                 assert_eq!(split(&piece, rank), expected, "piece {:?}", String::from_utf8_lossy(&piece));
                 assert_eq!(count(&piece, rank), expected.len());
-                assert_eq!(merge_long(&piece, &rank), expected);
+                assert_eq!(merge_long(&piece, &rank, &Bytes), expected);
             }
         }
     }
@@ -388,7 +446,7 @@ mod blocked_tests {
                     if len > PARALLEL_BLOCKED && !["\"z\"*", "\"xyz\"*", "dna", "letters"].contains(&name.as_str()) {
                         continue; // blocks merged ahead in parallel: a few kinds (the heap merge is slow)
                     }
-                    let whole = merge_long(&piece, &rank);
+                    let whole = merge_long(&piece, &rank, &Bytes);
                     let blocked = split_blocked(&piece, &rank).unwrap_or_else(|| panic!("{name} {len}: no seam"));
                     assert!(blocked == whole, "{name} {len}: blocked merge differs");
                     assert_eq!(count_blocked(&piece, &rank), Some(whole.len()), "{name} {len}");

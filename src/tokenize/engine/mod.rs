@@ -12,7 +12,8 @@
 //!    table of pairs);
 //! 3. the piece is one token (a word with its leading space, usually): one probe of the
 //!    vocabulary;
-//! 4. byte-pair merge ([`bpe`]).
+//! 4. byte-pair merge ([`bpe`]), for a piece with characters past ASCII started from whole
+//!    characters where that gives the same result ([`chars`]).
 //!
 //! Pieces longer than a packed key are looked up in the vocabulary, then in a smaller
 //! per-thread map by their bytes.
@@ -21,6 +22,7 @@
 
 pub mod blocks;
 pub mod bpe;
+pub mod chars;
 pub mod classes;
 pub mod ids;
 pub mod merges;
@@ -131,12 +133,12 @@ impl Engine {
             if piece.len() >= bpe::BLOCKED_PIECE {
                 return self.count_huge(piece);
             }
-            return bpe::count(piece, |b| self.rank(b));
+            return self.merge_count(piece);
         }
         if let Some(&n) = cache.long.get(piece) {
             return n as usize;
         }
-        let n = if self.rank(piece).is_some() { 1 } else { bpe::count(piece, |b| self.rank(b)) };
+        let n = if self.rank(piece).is_some() { 1 } else { self.merge_count(piece) };
         let bound = LONG_ENTRIES.min(pieces::entries() / 16);
         if cache.long.len() >= bound {
             cache.long.clear();
@@ -158,7 +160,7 @@ impl Engine {
         if piece.len() >= bpe::GIANT_PIECE {
             return self.vocab.giant().count(piece);
         }
-        bpe::count(piece, |b| self.rank(b))
+        self.merge_count(piece)
     }
 
     /// Token ids of a piece that is not one token.
@@ -171,7 +173,27 @@ impl Engine {
                 return out.extend(self.vocab.giant().encode_via_backtracking(b));
             }
         }
-        out.extend(bpe::split(b, |x| self.rank(x)).into_iter().filter_map(|part| self.rank(part)));
+        out.extend(self.merge_split(b).into_iter().filter_map(|part| self.rank(part)));
+    }
+
+    /// Tokens of `piece` by byte-pair merge. One with characters past ASCII starts from whole
+    /// characters where that gives the same merge ([`chars`]): for Chinese, a lookup per
+    /// character where the merge from bytes made two merges.
+    fn merge_count(&self, piece: &[u8]) -> usize {
+        if piece.is_ascii() {
+            bpe::count(piece, |b| self.rank(b))
+        } else {
+            bpe::count_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
+        }
+    }
+
+    /// The parts of `piece` by byte-pair merge, started as [`Self::merge_count`]'s.
+    fn merge_split<'p>(&self, piece: &'p [u8]) -> Vec<&'p [u8]> {
+        if piece.is_ascii() {
+            bpe::split(piece, |b| self.rank(b))
+        } else {
+            bpe::split_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
+        }
     }
 
     /// Tokens of the piece made of the first `n` bytes of `rest` (the text from its start:
@@ -201,7 +223,7 @@ impl Engine {
         if self.vocab.rank_packed(key).is_some() {
             return 1;
         }
-        bpe::count(piece, |b| self.rank(b))
+        self.merge_count(piece)
     }
 
     fn with_cache<R>(&self, f: impl FnOnce(&mut PieceCache) -> R) -> R {
@@ -564,8 +586,10 @@ mod tests {
             eprintln!("{name}: giant encoder built in {:?}", started.elapsed());
             for piece in &pieces {
                 assert!(piece.len() >= bpe::GIANT_PIECE);
-                let heap: Vec<u32> =
-                    bpe::merge_long(piece, &|b| vocab.rank(b)).into_iter().map(|p| vocab.rank(p).unwrap()).collect();
+                let heap: Vec<u32> = bpe::merge_long(piece, &|b| vocab.rank(b), &bpe::Bytes)
+                    .into_iter()
+                    .map(|p| vocab.rank(p).unwrap())
+                    .collect();
                 assert_eq!(vocab.giant().encode_via_backtracking(piece), heap, "{name}");
                 assert_eq!(vocab.giant().count(piece), heap.len(), "{name}");
             }

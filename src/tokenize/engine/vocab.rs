@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use bpe::byte_pair_encoding::BytePairEncoding;
 use rustc_hash::FxHashMap;
 
+use super::chars::Loose;
+
 /// Bytes a packed key holds.
 pub const SHORT: usize = 15;
 
@@ -84,6 +86,12 @@ pub struct Vocab {
     /// Whether each of the 256 bytes is a token (every byte-level vocabulary): a piece of one
     /// byte is then one token, and one of two bytes one or two.
     every_byte: bool,
+    /// Where a token may take part of a character with a neighbour ([`super::chars`]).
+    loose: Loose,
+    /// Whether each character of three bytes is one token, a bit per code point: a merge from
+    /// whole characters asks it once per character of Chinese ([`Vocab::char3`]), where the
+    /// merge from bytes made two merges and four lookups.
+    chars3: Box<[u64]>,
 }
 
 /// A missing rank in [`Vocab::pairs`] (ranks are far below it).
@@ -92,6 +100,21 @@ const NO_RANK: u32 = u32::MAX;
 #[inline(always)]
 fn pair_index(a: u8, b: u8) -> usize {
     (usize::from(a) << 8) | usize::from(b)
+}
+
+/// The high bit of every byte of a packed key: set in one where the token has a byte past
+/// ASCII (the length byte never has it).
+const HIGH_BITS: u128 = u128::from_ne_bytes([0x80; 16]);
+
+/// The code point of `bytes` if they are one character of three bytes.
+#[inline(always)]
+fn char3_index(bytes: &[u8]) -> Option<usize> {
+    match *bytes {
+        [a @ 0xE0..=0xEF, b, c] if b & 0xC0 == 0x80 && c & 0xC0 == 0x80 => {
+            Some((usize::from(a & 0x0F) << 12) | (usize::from(b & 0x3F) << 6) | usize::from(c & 0x3F))
+        }
+        _ => None,
+    }
 }
 
 /// The hash factor `bpe-openai` uses for these vocabularies: no collisions among their tokens.
@@ -113,19 +136,35 @@ impl Vocab {
         let mut short = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
         let mut long = FxHashMap::default();
         let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
+        let mut loose = Loose::default();
+        let mut chars3 = vec![0u64; (1 << 16) / 64].into_boxed_slice();
         for (rank, &t) in tokens.iter().enumerate() {
             if let [a, b] = *t {
                 pairs[pair_index(a, b)] = rank as u32;
             }
+            if let Some(at) = char3_index(t) {
+                chars3[at / 64] |= 1 << (at % 64);
+            }
             if t.len() <= SHORT {
-                short.insert(pack(t), rank as u32);
+                let key = pack(t);
+                if key & HIGH_BITS != 0 {
+                    loose.note(t);
+                }
+                short.insert(key, rank as u32);
             } else {
+                loose.note(t);
                 long.insert(t, rank as u32);
             }
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
         let every_byte = (0..=255u8).all(|b| short.contains_key(&pack(&[b])));
-        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte }
+        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, chars3 }
+    }
+
+    /// Where a token may take part of a character with a neighbour.
+    #[inline(always)]
+    pub fn loose(&self) -> &Loose {
+        &self.loose
     }
 
     /// Bytes of the longest token.
@@ -160,6 +199,23 @@ impl Vocab {
         } else {
             self.long.get(bytes).copied()
         }
+    }
+
+    /// Where the parts of `bytes`, one character of three bytes, end when it is merged
+    /// alone: bit 0 after its first byte, bit 1 after its second (0: it is one token). `None`
+    /// for other bytes. A character that is not one token merges its lower-ranked pair of
+    /// bytes, if either is a token, and stops there.
+    #[inline(always)]
+    pub fn char3(&self, bytes: &[u8]) -> Option<u8> {
+        let at = char3_index(bytes)?;
+        if self.chars3[at / 64] >> (at % 64) & 1 == 1 {
+            return Some(0);
+        }
+        Some(match (self.pairs[pair_index(bytes[0], bytes[1])], self.pairs[pair_index(bytes[1], bytes[2])]) {
+            (NO_RANK, NO_RANK) => 0b11,
+            (first, second) if first < second => 0b10,
+            _ => 0b01,
+        })
     }
 
     /// Tokens of a piece of one or two bytes, when every byte is a token: no table to ask

@@ -1,0 +1,261 @@
+//! Whole characters as the first parts of a merge.
+//!
+//! tiktoken merges a piece from its bytes. A character of two to four bytes (Chinese,
+//! Cyrillic, an accented letter) merges the same way wherever it stands, unless a token
+//! of the vocabulary can take part of it together with a neighbour: until it is whole its
+//! bytes meet only each other, and a merge across it joins it whole. So its own merge can be
+//! taken first, with one lookup (the character is one token, or its own merge's few parts),
+//! and the piece's merge goes on from there: for a Chinese character, one lookup where the
+//! merge from bytes made two merges and four lookups.
+//!
+//! That gives tiktoken's result when:
+//! 1. every token's own merge takes its pairs in rank order (a test checks both
+//!    vocabularies): a token made across a whole character then ranks after that character,
+//!    so the character made earlier brings forward no merge that would have come later;
+//! 2. neither boundary of the character is *loose*: a pair of bytes at which some token
+//!    crosses from part of a character into the next ([`Loose`]; a space and a character's
+//!    first byte, " \xe2", or "о" and the next one's first byte: 96 pairs of bytes in
+//!    cl100k_base, 207 in o200k_base). A character at a loose boundary starts from its
+//!    bytes, as in tiktoken.
+//!
+//! A test compares the merge from whole characters with the merge from bytes on random
+//! text of every script the vocabularies know, and the exactness suites with tiktoken.
+
+use super::bpe::{self, Seed};
+use super::vocab::Vocab;
+
+/// The pairs of bytes at which a token crosses into or out of part of a character: for each
+/// token that is not whole characters ([`width`]'s), every place in it where a character
+/// starts (a byte that is not a continuation byte) after the first, by the byte before and
+/// the byte there.
+pub struct Loose(Box<[u64; 1024]>);
+
+impl Default for Loose {
+    fn default() -> Self {
+        Self(Box::new([0; 1024]))
+    }
+}
+
+impl Loose {
+    /// Add the pairs of `token` (none when it is whole characters).
+    #[inline]
+    pub fn note(&mut self, token: &[u8]) {
+        if whole_characters(token) {
+            return;
+        }
+        for w in token.windows(2).filter(|w| !continues(w[1])) {
+            let at = pair_index(w[0], w[1]);
+            self.0[at / 64] |= 1 << (at % 64);
+        }
+    }
+
+    /// Whether a token may cross the boundary between `a` and `b`.
+    #[inline(always)]
+    pub fn at(&self, a: u8, b: u8) -> bool {
+        let at = pair_index(a, b);
+        self.0[at / 64] >> (at % 64) & 1 == 1
+    }
+
+    /// Pairs of bytes that are loose.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn pair_index(a: u8, b: u8) -> usize {
+    (usize::from(a) << 8) | usize::from(b)
+}
+
+/// A UTF-8 continuation byte (`10xxxxxx`).
+#[inline(always)]
+fn continues(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// Bytes of the whole character at `i`: 2 to 4 for a first byte followed by its
+/// continuation bytes, else 1 (ASCII, or a byte of a character cut off by the slice).
+#[inline(always)]
+fn width(piece: &[u8], i: usize) -> usize {
+    let w = match piece[i] {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => return 1,
+    };
+    match piece.get(i + 1..i + w) {
+        Some(tail) if tail.iter().all(|&b| continues(b)) => w,
+        _ => 1,
+    }
+}
+
+/// Whether `bytes` are characters whole, as [`width`] finds them.
+fn whole_characters(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        let w = width(bytes, i);
+        if w == 1 && bytes[i] >= 0x80 {
+            return false;
+        }
+        i += w;
+    }
+    true
+}
+
+/// The seed of a piece's merge: each character of two bytes or more whose boundaries in the
+/// piece are not loose, merged alone; every other byte a part of its own.
+pub struct WholeChars<'v>(pub &'v Vocab);
+
+impl Seed for WholeChars<'_> {
+    #[inline]
+    fn parts(&self, piece: &[u8], mut part: impl FnMut(usize)) {
+        let vocab = self.0;
+        let loose = |at: usize| at > 0 && at < piece.len() && vocab.loose().at(piece[at - 1], piece[at]);
+        let mut i = 0;
+        while i < piece.len() {
+            let w = width(piece, i);
+            if w == 1 || loose(i) || loose(i + w) {
+                (i..i + w).for_each(&mut part);
+            } else if let Some(ends) = vocab.char3(&piece[i..i + w]) {
+                part(i);
+                if ends & 1 != 0 {
+                    part(i + 1);
+                }
+                if ends & 2 != 0 {
+                    part(i + 2);
+                }
+            } else if vocab.rank(&piece[i..i + w]).is_some() {
+                part(i);
+            } else {
+                bpe::for_each_short_part(&piece[i..i + w], |b| vocab.rank(b), |s| part(i + s));
+            }
+            i += w;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::engine::split::tests::xorshift;
+
+    fn vocabularies() -> [(&'static str, Vocab); 2] {
+        [
+            ("cl100k_base", Vocab::unpack(include_bytes!("../data/cl100k_base.bin.z"))),
+            ("o200k_base", Vocab::unpack(include_bytes!("../data/o200k_base.bin.z"))),
+        ]
+    }
+
+    /// Condition 1 of the module doc.
+    #[test]
+    fn every_token_merges_from_its_bytes_in_rising_rank() {
+        for (name, vocab) in vocabularies() {
+            for rank in 0..vocab.len() as u32 {
+                let token = vocab.bytes(rank).unwrap();
+                let mut parts: Vec<&[u8]> = token.chunks(1).collect();
+                let mut last = None;
+                while parts.len() > 1 {
+                    let best = (0..parts.len() - 1)
+                        .filter_map(|k| vocab.rank(&token_of(&parts[k..k + 2])).map(|r| (r, k)))
+                        .min();
+                    let Some((r, k)) = best else { break };
+                    // equal ranks: the same pair again, further right
+                    assert!(last <= Some(r), "{name}: token {rank} merges rank {r} after {last:?}");
+                    last = Some(r);
+                    let joined = &token[offset(token, parts[k])..offset(token, parts[k + 1]) + parts[k + 1].len()];
+                    parts.splice(k..k + 2, [joined]);
+                }
+                assert_eq!(parts, [token], "{name}: token {rank} is not its own merge");
+            }
+        }
+    }
+
+    fn token_of(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn offset(whole: &[u8], part: &[u8]) -> usize {
+        part.as_ptr() as usize - whole.as_ptr() as usize
+    }
+
+    #[test]
+    fn every_character_of_three_bytes_merges_alone_as_its_table_says() {
+        for (name, vocab) in vocabularies() {
+            for c in ('\u{800}'..='\u{FFFF}').filter(|c| c.len_utf8() == 3) {
+                let mut bytes = [0; 3];
+                c.encode_utf8(&mut bytes);
+                let mut ends = 0;
+                let mut start = 0;
+                for part in bpe::split(&bytes, |b| vocab.rank(b)) {
+                    start += part.len();
+                    if start < 3 {
+                        ends |= 1 << (start - 1);
+                    }
+                }
+                assert_eq!(vocab.char3(&bytes), Some(ends), "{name}: U+{:04X}", u32::from(c));
+            }
+        }
+    }
+
+    #[test]
+    fn loose_pairs_are_the_crossings_of_partial_tokens() {
+        for (name, vocab) in vocabularies() {
+            let loose = vocab.loose();
+            // a space before a character's first byte: " \xe2\x80" is a token of both
+            assert!(loose.at(b' ', 0xE2), "{name}");
+            // inside a character, or between ASCII bytes, no token crosses part of one
+            assert!(!loose.at(0xE4, 0xB8) && !loose.at(b'a', b'b'), "{name}");
+            assert!((90..300).contains(&loose.len()), "{name}: {}", loose.len());
+        }
+    }
+
+    /// Random pieces of the scripts the vocabularies know, with the bytes around loose pairs
+    /// (spaces, Cyrillic, Devanagari, emoji, characters cut off), merged from whole characters
+    /// and from bytes: the same parts.
+    #[test]
+    fn merge_from_whole_characters_equals_merge_from_bytes() {
+        let alphabets = [
+            "中文字的一是不了人我在有他这为之大来以个们说时要就出会可也你对生能而子那得于着下自之年过发后作里用道行所然家种事成方多经么去法学如都同现当没动面起看定天分还进好小部其些主样理心她本前开但因只从想实日军者意无力它与长把机十民第公此已工使情明性扩盖弄雄稳忘亿刺拥徒姆杨齐赛趣曲刀床迎冰虚玩析窗醒妻透购替塞努休虎扬途侵刑绿兄迅套贸毕唯谷轮库迹尤竞街促延震弃甲伟麻川申缓潜闪售灯针哲络抵朱埃抱鼓植纯夏忍页杰筑折郑贝尊吴秀混臣雅振染盛怒舞圆搞狂措姓残秋培迷诚宽宇猛摆梅毁伸摩盟末乃悲拍丁赵侧",
+            "приветмирдобропожаловатьязыкмодельокнотокен",
+            "éàüöçñøåßœæîôûëï",
+            "नमस्तेदुनियाभाषा",
+            "مرحبابالعالمنموذج",
+            "こんにちは世界カタカナひらがな",
+            "안녕하세요세계",
+            "😀🎉👍🏽🚀✨",
+            " \n\t.,!?'\"abcXYZ019",
+        ];
+        let alphabets: Vec<Vec<char>> = alphabets.iter().map(|a| a.chars().collect()).collect();
+        let mut next = xorshift();
+        for (name, vocab) in vocabularies() {
+            let rank = |b: &[u8]| vocab.rank(b);
+            for round in 0..30_000 {
+                let len = 1 + (next() % 48) as usize;
+                // mostly one script at a time, sometimes mixed
+                let mixed = round % 4 == 0;
+                let first = (next() % alphabets.len() as u64) as usize;
+                let text: String = (0..len)
+                    .map(|_| {
+                        let a = if mixed { (next() % alphabets.len() as u64) as usize } else { first };
+                        alphabets[a][(next() % alphabets[a].len() as u64) as usize]
+                    })
+                    .collect();
+                let mut piece = text.into_bytes();
+                if round % 7 == 0 && piece.len() > 3 {
+                    // a character cut off at either end, as a block of a long piece may be
+                    piece = piece[1..piece.len() - 1].to_vec();
+                }
+                if piece.is_empty() {
+                    continue;
+                }
+                let from_bytes = bpe::split(&piece, rank);
+                let from_chars = bpe::split_from(&piece, rank, &WholeChars(&vocab));
+                assert_eq!(from_chars, from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
+                assert_eq!(bpe::count_from(&piece, rank, &WholeChars(&vocab)), from_bytes.len(), "{name}");
+            }
+        }
+    }
+}
