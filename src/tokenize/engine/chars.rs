@@ -77,7 +77,9 @@ fn continues(b: u8) -> bool {
 }
 
 /// Bytes of the whole character at `i`: 2 to 4 for a first byte followed by its
-/// continuation bytes, else 1 (ASCII, or a byte of a character cut off by the slice).
+/// continuation bytes and then by none more, else 1 (ASCII, a byte of a character cut off by
+/// the slice, or of bytes that are not UTF-8). A token that crosses a boundary of a whole
+/// character then has a byte there that is not a continuation byte, which [`Loose`] notes.
 #[inline(always)]
 fn width(piece: &[u8], i: usize) -> usize {
     let w = match piece[i] {
@@ -87,7 +89,7 @@ fn width(piece: &[u8], i: usize) -> usize {
         _ => return 1,
     };
     match piece.get(i + 1..i + w) {
-        Some(tail) if tail.iter().all(|&b| continues(b)) => w,
+        Some(tail) if tail.iter().all(|&b| continues(b)) && !piece.get(i + w).is_some_and(|&b| continues(b)) => w,
         _ => 1,
     }
 }
@@ -247,6 +249,11 @@ mod tests {
                 if round % 7 == 0 && piece.len() > 3 {
                     // a character cut off at either end, as a block of a long piece may be
                     piece = piece[1..piece.len() - 1].to_vec();
+                }
+                if round % 11 == 0 {
+                    // bytes that are not UTF-8: a continuation byte where none belongs
+                    let at = (next() % (piece.len() as u64 + 1)) as usize;
+                    piece.insert(at, 0x80 | (next() % 64) as u8);
                 }
                 if piece.is_empty() {
                     continue;
