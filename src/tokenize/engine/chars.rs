@@ -108,12 +108,17 @@ fn whole_characters(bytes: &[u8]) -> bool {
 }
 
 /// The seed of a piece's merge: each character of two bytes or more whose boundaries in the
-/// piece are not loose, merged alone; every other byte a part of its own.
+/// piece are not loose, merged alone; every other byte a part of its own (all of them in a
+/// piece of ASCII, which merges as it did from bytes).
 pub struct WholeChars<'v>(pub &'v Vocab);
 
 impl Seed for WholeChars<'_> {
     #[inline]
     fn parts(&self, piece: &[u8], mut part: impl FnMut(usize)) {
+        if piece.is_ascii() {
+            // every character one byte: asked once, not per byte
+            return bpe::Bytes.parts(piece, part);
+        }
         let vocab = self.0;
         let loose = |at: usize| at > 0 && at < piece.len() && vocab.loose().at(piece[at - 1], piece[at]);
         let mut i = 0;

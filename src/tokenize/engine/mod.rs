@@ -176,24 +176,16 @@ impl Engine {
         out.extend(self.merge_split(b).into_iter().filter_map(|part| self.rank(part)));
     }
 
-    /// Tokens of `piece` by byte-pair merge. One with characters past ASCII starts from whole
-    /// characters where that gives the same merge ([`chars`]): for Chinese, a lookup per
-    /// character where the merge from bytes made two merges.
+    /// Tokens of `piece` by byte-pair merge, started from whole characters where that gives
+    /// the same merge ([`chars`]): for Chinese, a lookup per character where the merge from
+    /// bytes made two merges.
     fn merge_count(&self, piece: &[u8]) -> usize {
-        if piece.is_ascii() {
-            bpe::count(piece, |b| self.rank(b))
-        } else {
-            bpe::count_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
-        }
+        bpe::count_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
     }
 
     /// The parts of `piece` by byte-pair merge, started as [`Self::merge_count`]'s.
     fn merge_split<'p>(&self, piece: &'p [u8]) -> Vec<&'p [u8]> {
-        if piece.is_ascii() {
-            bpe::split(piece, |b| self.rank(b))
-        } else {
-            bpe::split_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
-        }
+        bpe::split_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
     }
 
     /// Tokens of the piece made of the first `n` bytes of `rest` (the text from its start:
