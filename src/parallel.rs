@@ -22,6 +22,18 @@ pub fn claim_home() {
     let _ = HOME.compare_exchange(0, std::process::id(), Ordering::Relaxed, Ordering::Relaxed);
 }
 
+/// Start this process's pool on a thread of its own, once, and return at once. Called as the
+/// first vocabulary loads: the pool's threads are spawned one after another by whoever asks
+/// for the pool first, and on a 16-core machine that cost a batch's first call milliseconds
+/// if that was the call (RAYON_NUM_THREADS is read then, as for any rayon pool).
+pub fn start_pool() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !STARTED.swap(true, Ordering::Relaxed) {
+        // No thread to start it on: the first parallel call starts the pool, as before.
+        let _ = std::thread::Builder::new().name("windowfit-pool-start".into()).spawn(threads);
+    }
+}
+
 /// Run `f` (which may use rayon's parallel iterators) on a pool that has threads in this
 /// process: the global pool at home, otherwise this process's own.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {

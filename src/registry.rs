@@ -66,6 +66,7 @@ pub fn shared(source: &Source) -> Result<Shared> {
     if let Some(found) = BACKENDS.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(found.clone());
     }
+    crate::parallel::start_pool(); // while the vocabulary loads
     let entry = (source.load()?, Arc::new(CountCache::new(DEFAULT_ENTRIES)));
     let mut map = BACKENDS.lock().unwrap_or_else(|p| p.into_inner());
     Ok(map.entry(key).or_insert(entry).clone())

@@ -187,6 +187,47 @@ def test_parallel_counting_works_in_a_forked_child() -> None:
     assert run_python(FORK_CHILD, timeout=120).splitlines()[0] == "child 0"
 
 
+POOL_STARTS_AS_THE_VOCABULARY_LOADS = """
+    import os, time, windowfit as wf
+    before = len(os.listdir("/proc/self/task"))
+    wf.Counter(encoding="cl100k_base")     # no count yet: nothing parallel asked for
+    deadline = time.monotonic() + 10
+    while len(os.listdir("/proc/self/task")) < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_the_pool_starts_while_the_first_vocabulary_loads() -> None:
+    # Started by a batch's first call instead, its threads were spawned inside that call.
+    out = run_python(POOL_STARTS_AS_THE_VOCABULARY_LOADS, env={"RAYON_NUM_THREADS": "2"})
+    assert int(out.splitlines()[0]) >= 2
+
+
+FORK_WHILE_THE_POOL_STARTS = """
+    import os, time, windowfit as wf
+    texts = ["word %d and more words " % i * 50 for i in range(3000)]
+    c = wf.Counter(encoding="o200k_base", cache_entries=0)   # the pool starting beside us
+    codes = []
+    for delay in (0, 0.0001, 0.001, 0.003, 0.01):
+        pid = os.fork()
+        if pid == 0:
+            ok = c.count_many(texts) == [c.count(t) for t in texts]
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        codes.append(os.waitstatus_to_exitcode(status))
+        time.sleep(delay)
+    print(codes)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_the_pool_starts_counts_batches() -> None:
+    out = run_python(FORK_WHILE_THE_POOL_STARTS, timeout=120)
+    assert out.splitlines()[0] == "[0, 0, 0, 0, 0]"
+
+
 def _count_many_in_child(texts: list[str]) -> list[int]:
     return wf.Counter(encoding="o200k_base", cache_entries=0).count_many(texts)
 
