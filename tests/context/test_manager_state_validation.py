@@ -148,6 +148,22 @@ def test_a_scan_naming_a_message_of_another_role_is_not_reused() -> None:
     _same_as(p, cm.prepare(history, state=state))
 
 
+@pytest.mark.parametrize("edit", [("tokens", 0), ("last_user", 0), ("system", [])])
+def test_a_scan_without_its_check_is_scanned_again(edit: tuple[str, Any]) -> None:
+    # Found by test_fuzz: with the check removed, an edited scan was carried on as it was.
+    cm = _manager()
+    history = _agent_loop(30)
+    state = _turn_by_turn(cm, history)
+    tampered = copy.deepcopy(state)
+    del tampered["scan"]["check"]
+    tampered["scan"][edit[0]] = edit[1]
+    p = cm.prepare(history, state=tampered)
+    assert "carries no check" in p.stats["state_reset_reason"]
+    _same_as(p, cm.prepare(history, state=state))
+    again = cm.prepare(history, state=p.state)
+    assert again.stats["state_reset"] is False
+
+
 # -- mask boundary ----------------------------------------------------------------------------
 
 

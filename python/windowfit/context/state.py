@@ -502,10 +502,12 @@ def _scan_problem(scan: Mapping[str, Any], m: int, msgs: list[Message]) -> str |
     for i in system:
         if type(i) is not int or not 0 <= i < m:
             return "is malformed"
-    check = scan.get("check")  # None in a scan saved before scans carried one
-    if check is not None and check != _scan_check(
-        m, str(scan["counter"]), tokens, system, last, scan.get("anchor")
-    ):
+    # A scan without a check (saved before scans carried one, or its check removed) is not
+    # trusted either: with the check dropped, an edited token total was carried on.
+    check = scan.get("check")
+    if check is None:
+        return "carries no check"
+    if check != _scan_check(m, str(scan["counter"]), tokens, system, last, scan.get("anchor")):
         return "was changed after it was saved"
     if last is not None and msgs[last].get("role") != "user":
         return "names messages of another role"
