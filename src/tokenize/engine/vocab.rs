@@ -69,10 +69,61 @@ pub fn pack_at(rest: &[u8], n: usize) -> u128 {
     }
 }
 
+/// Tokens of up to [`SHORT`] bytes by their packed bytes ([`pack`]). A token of up to
+/// [`EMBED_MAX`] bytes (nearly all) is one `u128` in the table, its rank in the three zero
+/// bytes after it: 16 bytes a token, where a map of `u128` to `u32` took 32. A first pass
+/// over new text looks up tokens all over the table, and in a fresh process each lookup
+/// that finds one loads its entry from beyond the core's caches; half the table holds twice
+/// as many entries in each line loaded.
+struct ShortTokens {
+    table: hashbrown::HashTable<u128>,
+    /// Tokens of more than [`EMBED_MAX`] bytes: no room beside them.
+    wide: FxHashMap<u128, u32>,
+}
+
+/// Bytes of the longest token kept with its rank in one `u128`.
+const EMBED_MAX: usize = 12;
+/// Where the rank sits in a table entry: bytes 12 to 14 (the length byte is 15).
+const RANK_SHIFT: u32 = 96;
+const RANK_MASK: u128 = 0xFF_FFFF << RANK_SHIFT;
+
+impl ShortTokens {
+    #[inline(always)]
+    fn hash(key: u128) -> u64 {
+        // Multiplied, the high bits mix every input bit; rotated, they become the low bits
+        // the table picks its group by (its control byte takes the top seven).
+        let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        x.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(26)
+    }
+
+    fn with_capacity(n: usize) -> Self {
+        Self { table: hashbrown::HashTable::with_capacity(n), wide: FxHashMap::default() }
+    }
+
+    fn insert(&mut self, key: u128, rank: u32) {
+        if (key >> 120) as usize > EMBED_MAX {
+            self.wide.insert(key, rank);
+        } else {
+            assert!(rank < 1 << 24, "a rank of three bytes");
+            self.table.insert_unique(Self::hash(key), key | (u128::from(rank) << RANK_SHIFT), |&e| {
+                Self::hash(e & !RANK_MASK)
+            });
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, key: u128) -> Option<u32> {
+        if (key >> 120) as usize > EMBED_MAX {
+            return self.wide.get(&key).copied();
+        }
+        self.table.find(Self::hash(key), |&e| e & !RANK_MASK == key).map(|&e| (e >> RANK_SHIFT) as u32 & 0xFF_FFFF)
+    }
+}
+
 pub struct Vocab {
     /// Token bytes by rank, slices of one leaked buffer.
     tokens: Vec<&'static [u8]>,
-    short: FxHashMap<u128, u32>,
+    short: ShortTokens,
     long: FxHashMap<&'static [u8], u32>,
     /// The rank of every two-byte token, indexed by its bytes (`NO_RANK` where none): a merge
     /// starts with one such lookup per byte of its piece, and this dense table (256 KB, within
@@ -133,7 +184,7 @@ impl Vocab {
             tokens.push(&raw[i + 1..i + 1 + n]);
             i += 1 + n;
         }
-        let mut short = FxHashMap::with_capacity_and_hasher(tokens.len(), Default::default());
+        let mut short = ShortTokens::with_capacity(tokens.len());
         let mut long = FxHashMap::default();
         let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
         let mut loose = Loose::default();
@@ -157,7 +208,7 @@ impl Vocab {
             }
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
-        let every_byte = (0..=255u8).all(|b| short.contains_key(&pack(&[b])));
+        let every_byte = (0..=255u8).all(|b| short.get(pack(&[b])).is_some());
         Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, chars3 }
     }
 
@@ -195,7 +246,7 @@ impl Vocab {
             return (r != NO_RANK).then_some(r);
         }
         if bytes.len() <= SHORT {
-            self.short.get(&pack(bytes)).copied()
+            self.short.get(pack(bytes))
         } else {
             self.long.get(bytes).copied()
         }
@@ -232,7 +283,7 @@ impl Vocab {
     /// The rank of the short `bytes` already packed.
     #[inline(always)]
     pub fn rank_packed(&self, key: u128) -> Option<u32> {
-        self.short.get(&key).copied()
+        self.short.get(key)
     }
 
     /// The backtracking encoder over the same tokens, built once on first use. For these
@@ -303,6 +354,20 @@ mod tests {
                 vocab.tokens.iter().enumerate().map(|(r, &t)| (t, r as u32)).collect();
             for (rank, &t) in vocab.tokens.iter().enumerate() {
                 assert_eq!(vocab.rank(t), Some(rank as u32), "{t:?}");
+            }
+            // byte strings of every short length that are no token: none has a rank
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            for _ in 0..200_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let n = 1 + (x % SHORT as u64) as usize;
+                let t: Vec<u8> = (0..n)
+                    .map(|i| {
+                        vocab.tokens[(x >> 20) as usize % 3000][..].get(i).copied().unwrap_or((x >> (i % 8 * 8)) as u8)
+                    })
+                    .collect();
+                assert_eq!(vocab.rank(&t), by_bytes.get(&t[..]).copied(), "{t:?}");
             }
             // the dense pair table against the token list, absent pairs included
             for a in 0..=255u8 {
