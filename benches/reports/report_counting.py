@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import windowfit as wf
+from _build import require_release  # noqa: E402
 from _corpus import (
     corpus,
     deepseek_hf_reference,
@@ -278,6 +279,7 @@ def main() -> None:
     p.add_argument("--all", action="store_true")
     p.add_argument("--label", default="", help="build label for the heading, e.g. 'release'")
     args = p.parse_args()
+    require_release()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"### {args.label or 'build ?'}: Python {platform.python_version()}, {platform.machine()}, "

@@ -39,8 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import windowfit as wf
+from _build import require_release  # noqa: E402
 from _corpus import deepseek_hf_reference, deepseek_reference, tiktoken_cl100k, tiktoken_o200k
 from corpora import code, conversations, prose
 from report_counting import best, fmt_time, steady
@@ -440,6 +440,7 @@ def main() -> None:
         "--warm-only", action="store_true", help="only the warm rows, with tiktoken's single"
     )
     args = ap.parse_args()
+    require_release()
     if args.warm_only:
         print(warm_table(args.runs))
         return

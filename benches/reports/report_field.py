@@ -74,7 +74,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 sys.path.insert(0, str(HERE))
-
+from _build import require_release  # noqa: E402
 from corpora import code, conversations  # noqa: E402
 
 ENCODINGS = ("cl100k_base", "o200k_base")
@@ -414,6 +414,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    require_release()
     if args.worker:
         mode, who, name, data, folder, threads = args.worker
         print(json.dumps(worker(mode, who, name, data, folder, int(threads))))

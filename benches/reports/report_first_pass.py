@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from _build import require_release  # noqa: E402
 from report_engine import CORPORA, ENCODINGS, contenders, exact  # noqa: E402
 
 
@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    require_release()
     if args.worker:
         worker(*args.worker)
         return

@@ -25,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
+from _build import require_release  # noqa: E402
 
 if __name__ == "__main__" and "--threads" in sys.argv:
     # rayon sizes its pool once, when windowfit first counts: set it before the import
@@ -112,6 +113,7 @@ def main() -> None:
         help="rayon threads for windowfit (RAYON_NUM_THREADS); LangChain always uses one",
     )
     args = ap.parse_args()
+    require_release()
 
     enc = b.tiktoken_encoding()
     enc.encode_ordinary("warm up the regex " * 100)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-
 import windowfit as wf
+from _build import require_release  # noqa: E402
 from report_engine import code
 
 
@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=8_000)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
+    require_release()
     source = "".join(code())
     print(f"| output | cold `fit` (budget {args.budget:,}) | `count` of the output alone |")
     print("|---|---:|---:|")

@@ -33,9 +33,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-
 import bench_manager as bm
 import bench_store as bs
+from _build import require_release  # noqa: E402
 from windowfit.context import ContextManager
 from windowfit.session import Session
 from windowfit.store import BaseStore, SQLiteStore
@@ -106,6 +106,7 @@ def main() -> None:
     ap.add_argument("--label", default="", help="build label for the header, e.g. 'release'")
     ap.add_argument("--no-redis", action="store_true", help="leave Redis out")
     args = ap.parse_args()
+    require_release()
 
     m = manager_figures(args.runs)
     rows: list[tuple[str, str, str]] = []

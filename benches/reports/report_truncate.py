@@ -42,8 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
-
 import bench_truncate as b
+from _build import require_release  # noqa: E402
 from windowfit.truncation import DEFAULT_MARKER, truncate
 
 LIMIT = b.MAX_TOKENS
@@ -130,6 +130,7 @@ def main() -> None:
     ap.add_argument("--one", help="run only this contender once ('none': nothing), for callgrind")
     ap.add_argument("--size", default="10MB", choices=list(SIZES), help="with --one")
     args = ap.parse_args()
+    require_release()
     if args.one:
         text = b.log_text(1_000_000) * (SIZES[args.size] // 1_000_000)
         warm = text[:10_000]  # every contender's vocabulary loaded in the baseline too

@@ -63,11 +63,13 @@ __all__ = [
     "VocabularyError",
     "UnknownEncodingError",
     "ENCODINGS",
+    "DEBUG_ASSERTIONS",
     "__version__",
 ]
 
 __version__: str
 ENCODINGS: tuple[str, ...]
+DEBUG_ASSERTIONS: bool
 
 DEFAULT_MARKER: str
 TOKENS_OMITTED_MARKER: str

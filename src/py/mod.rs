@@ -37,5 +37,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnknownEncodingError", py.get_type::<errors::UnknownEncodingError>())?;
     m.add("ENCODINGS", PyTuple::new(py, crate::tokenize::OPENAI_ENCODINGS)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Whether this build checks debug assertions (`make test` installs one): the benchmarks
+    // refuse to time it.
+    m.add("DEBUG_ASSERTIONS", cfg!(debug_assertions))?;
     Ok(())
 }

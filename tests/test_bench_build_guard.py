@@ -1,0 +1,43 @@
+"""The benchmarks refuse to time a build with debug assertions (``make test`` installs one),
+unless asked to: a figure from such a build is not windowfit's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from windowfit import _core
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = sorted((ROOT / "benches" / "reports").glob("report_*.py"))
+
+pytestmark = pytest.mark.skipif(
+    not _core.DEBUG_ASSERTIONS, reason="an optimized build is installed: nothing to refuse"
+)
+
+
+@pytest.mark.parametrize("script", REPORTS, ids=lambda p: p.stem)
+def test_each_report_refuses_a_build_with_debug_assertions(script: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WINDOWFIT_BENCH_ANY_BUILD"}
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode != 0
+    assert "make release" in out.stderr, out.stderr[-2000:]
+
+
+def test_the_refusal_can_be_waived() -> None:
+    sys.path.insert(0, str(ROOT / "benches" / "reports"))
+    from _build import ANY_BUILD, require_release
+
+    os.environ.pop(ANY_BUILD, None)
+    with pytest.raises(SystemExit, match="debug assertions"):
+        require_release()
+    os.environ[ANY_BUILD] = "1"
+    try:
+        require_release()  # returns
+    finally:
+        del os.environ[ANY_BUILD]
