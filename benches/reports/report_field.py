@@ -414,11 +414,13 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write every measurement here")
     ap.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    require_release()
     if args.worker:
         mode, who, name, data, folder, threads = args.worker
         print(json.dumps(worker(mode, who, name, data, folder, int(threads))))
         return
+    # checked here, not in the workers: importing windowfit there would take its import out
+    # of the load they time
+    require_release()
     runs = 1 if args.quick else args.runs
     who_all = [w for w in args.contenders if installed(w)]
     missing = sorted(set(args.contenders) - set(who_all))

@@ -64,10 +64,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    require_release()
     if args.worker:
         worker(*args.worker)
         return
+    # checked here, not in the workers: importing windowfit there would take its import out
+    # of the load they time
+    require_release()
     from _corpus import tiktoken_cl100k, tiktoken_o200k
 
     print(
