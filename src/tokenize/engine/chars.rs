@@ -22,7 +22,7 @@
 //! text of every script the vocabularies know, and the exactness suites with tiktoken.
 
 use super::bpe::{self, Seed};
-use super::vocab::Vocab;
+use super::vocab::{pair_index, Vocab};
 
 /// The pairs of bytes at which a token crosses into or out of part of a character: for each
 /// token that is not whole characters ([`width`]'s), every place in it where a character
@@ -57,17 +57,10 @@ impl Loose {
     }
 
     /// Pairs of bytes that are loose.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-fn pair_index(a: u8, b: u8) -> usize {
-    (usize::from(a) << 8) | usize::from(b)
 }
 
 /// A UTF-8 continuation byte (`10xxxxxx`).

@@ -27,6 +27,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::vocab::mix;
+
 /// Entries of a set: four `u128`, one 64-byte line.
 pub const WAYS: usize = 4;
 
@@ -190,13 +192,6 @@ fn hot_table(slots: usize) -> Vec<u128> {
     crate::memory::populated(slots, || 0)
 }
 
-/// The set of a packed piece: a multiplicative hash of both halves, top bits.
-#[inline(always)]
-fn hash(key: u128) -> u64 {
-    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-    x.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
 impl PieceTable {
     /// Make the table follow the current bound: allocated (zeroed, so every entry is empty:
     /// no piece packs to 0) on the first count, reallocated empty after a change.
@@ -336,7 +331,7 @@ impl PieceTable {
     /// eighth bytes), so pieces that differed only there shared a set.
     #[inline(always)]
     fn set_of(&self, key: u128) -> usize {
-        self.start + ((hash(key).rotate_left(self.bits) as usize & self.mask) * WAYS)
+        self.start + ((mix(key).rotate_left(self.bits) as usize & self.mask) * WAYS)
     }
 
     /// Ask memory for the set of `key` ahead of its [`Self::get`]: a probe of a table this
@@ -360,7 +355,7 @@ impl PieceTable {
     fn hot_of(&self, key: u128) -> usize {
         // The hash's top bits (as many as the largest hot table takes; a smaller one keeps
         // the lowest of them); with no hot table, past its end.
-        (hash(key) >> (64 - HOT_ENTRIES.trailing_zeros())) as usize & self.hot.len().wrapping_sub(1)
+        (mix(key) >> (64 - HOT_ENTRIES.trailing_zeros())) as usize & self.hot.len().wrapping_sub(1)
     }
 
     /// The count of `key` if the hot table holds it.

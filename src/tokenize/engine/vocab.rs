@@ -69,6 +69,15 @@ pub fn pack_at(rest: &[u8], n: usize) -> u128 {
     }
 }
 
+/// A packed key ([`pack`]) mixed into 64 bits: a multiplicative hash of both halves, whose
+/// high bits mix every input bit. The vocabulary's table and the per-thread piece table
+/// ([`super::pieces`]) both hash by it.
+#[inline(always)]
+pub(super) fn mix(key: u128) -> u64 {
+    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+    x.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 /// Tokens of up to [`SHORT`] bytes by their packed bytes ([`pack`]). A token of up to
 /// [`EMBED_MAX`] bytes (nearly all) is one `u128` in the table, its rank in the three zero
 /// bytes after it: 16 bytes a token, where a map of `u128` to `u32` took 32. A first pass
@@ -90,10 +99,9 @@ const RANK_MASK: u128 = 0xFF_FFFF << RANK_SHIFT;
 impl ShortTokens {
     #[inline(always)]
     fn hash(key: u128) -> u64 {
-        // Multiplied, the high bits mix every input bit; rotated, they become the low bits
-        // the table picks its group by (its control byte takes the top seven).
-        let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-        x.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(26)
+        // rotated, the well-mixed high bits become the low bits the table picks its group by
+        // (its control byte takes the top seven)
+        mix(key).rotate_left(26)
     }
 
     fn with_capacity(n: usize) -> Self {
@@ -148,8 +156,9 @@ pub struct Vocab {
 /// A missing rank in [`Vocab::pairs`] (ranks are far below it).
 const NO_RANK: u32 = u32::MAX;
 
+/// Where the pair of bytes `a`, `b` sits in a table of every pair.
 #[inline(always)]
-fn pair_index(a: u8, b: u8) -> usize {
+pub(super) fn pair_index(a: u8, b: u8) -> usize {
     (usize::from(a) << 8) | usize::from(b)
 }
 
@@ -356,11 +365,9 @@ mod tests {
                 assert_eq!(vocab.rank(t), Some(rank as u32), "{t:?}");
             }
             // byte strings of every short length that are no token: none has a rank
-            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            let mut next = crate::tokenize::engine::split::tests::xorshift();
             for _ in 0..200_000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = next();
                 let n = 1 + (x % SHORT as u64) as usize;
                 let t: Vec<u8> = (0..n)
                     .map(|i| {
