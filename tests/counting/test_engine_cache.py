@@ -82,6 +82,37 @@ def test_piece_table_bound_and_memory_are_reported() -> None:
     assert out.splitlines()[1] == str(2**20 + 2**15)
 
 
+def test_a_thread_that_misses_its_hot_table_often_gets_the_largest_and_counts_alike() -> None:
+    # Source code, counted again and again on one thread: the hot table of 512 KiB misses
+    # often enough that a thread of its own makes the one of 2 MiB, which takes its place
+    # at a later miss (cache_info() grows by 1.5 MiB); every count stays tiktoken's.
+    code = """
+        import json, sysconfig, pathlib
+        import windowfit as wf
+        lib = pathlib.Path(sysconfig.get_paths()["stdlib"])
+        texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(lib.glob("*.py"))[:60]]
+        c = wf.Counter(encoding="cl100k_base", cache_entries=0)
+        sizes, counts = [c.cache_info()["piece_cache_bytes"]], []
+        for k in range(8):
+            counts.append([])
+            for t in texts:
+                counts[-1].append(c.count(f"# pass {k}\\n{t}"))
+                sizes.append(c.cache_info()["piece_cache_bytes"])
+        print(json.dumps({"sizes": sizes, "counts": counts, "texts": texts}))
+    """
+    import json
+
+    out = json.loads(run_python(code, timeout=600).splitlines()[0])
+    steps = {b - a for a, b in zip(out["sizes"], out["sizes"][1:])}
+    assert (2**17 - 2**15) * 16 in steps, out["sizes"]
+    ref = tiktoken_cl100k()
+    for k, counts in enumerate(out["counts"]):
+        expected = [
+            len(x) for x in ref.encode_ordinary_batch([f"# pass {k}\n{t}" for t in out["texts"]])
+        ]
+        assert counts == expected, f"pass {k}"
+
+
 def test_piece_table_bound_from_the_environment() -> None:
     code = """
         import windowfit as wf

@@ -4,10 +4,11 @@
 //! Per piece of the hand-written split ([`split`], 64 ASCII bytes at a time by [`blocks`]),
 //! in order of cost:
 //! 1. the piece was counted before on this thread: one probe of the thread's hot table of
-//!    recent pieces (2,048, or 32,768 for a larger working vocabulary), else one probe of
-//!    one line of a bounded per-thread table of short pieces packed inline with their counts
-//!    ([`pieces`]), large enough for a working vocabulary of code and prose. Those probes go
-//!    sixteen pieces behind the split, their lines asked of memory as the pieces are found;
+//!    recent pieces (2,048; 32,768 for a larger working vocabulary; 131,072 once that one
+//!    misses often), else one probe of one line of a bounded per-thread table of short
+//!    pieces packed inline with their counts ([`pieces`]), large enough for a working
+//!    vocabulary of code and prose. Those probes go sixteen pieces behind the split, their
+//!    lines asked of memory as the pieces are found;
 //! 2. a piece of one or two bytes: one token, or two when the pair is not one (a dense
 //!    table of pairs);
 //! 3. the piece is one token (a word with its leading space, usually): one probe of the

@@ -127,6 +127,21 @@ pub const HOT_FIRST_ENTRIES: usize = 1 << 11;
 /// short pieces; English dialog's 4,000).
 const HOT_GROW_AFTER: usize = 4 * HOT_FIRST_ENTRIES;
 const HOT_MIN_ENTRIES: usize = 1 << 15;
+/// Slots of the largest hot table (2 MiB), which takes the large one's place, with its
+/// pieces, once that has missed [`HOT_LARGE_AFTER`] pieces. Direct-mapped, the large table
+/// loses a piece whenever another one takes its slot: steady source code (some 20,000
+/// distinct short pieces) missed it on one piece in 23, each then asked of the sets. In the
+/// largest such conflicts are rare: steady source code 1.10x-1.15x as fast (cl100k and o200k,
+/// benches/RESULTS.md, 2026-11-28). Its 512 fresh pages cost about 0.75 ms in a virtual
+/// machine, so a thread of its own makes it while the counting goes on (made in the counting
+/// thread, the wait fell on the second pass over source code, 0.78x of the pass before the
+/// change). Two ways in the 512 KiB were tried first: which way holds a piece is a branch no
+/// predictor learns, and made branch-free, the second load waits on the first; both were
+/// slower than one way.
+pub const HOT_LARGE_ENTRIES: usize = 1 << 17;
+/// Misses of the large hot table that order the largest: a first pass over 2 MB of source
+/// code misses the hot tables some 43,000 times; English dialog never has a large one.
+const HOT_LARGE_AFTER: usize = 1 << 14;
 
 /// Bytes of a set: one cache line.
 const SET_BYTES: usize = WAYS * 16;
@@ -172,8 +187,13 @@ pub struct PieceTable {
     bound: usize,
     /// Pieces stored since the table was (re)allocated at its current size.
     stored: usize,
-    /// The most recent piece of each of [`HOT_ENTRIES`] slots, asked before the sets.
+    /// The most recent piece of each of its slots ([`HOT_FIRST_ENTRIES`], [`HOT_ENTRIES`]
+    /// or [`HOT_LARGE_ENTRIES`]), asked before the sets.
     hot: Vec<u128>,
+    /// Pieces the hot table missed since it was made (counted until it is at its largest).
+    hot_misses: usize,
+    /// The largest hot table, while a thread of its own makes it.
+    largest: Option<std::sync::mpsc::Receiver<Vec<u128>>>,
 }
 
 impl Drop for PieceTable {
@@ -190,6 +210,14 @@ impl Drop for PieceTable {
 /// (`benches/RESULTS.md`, 2026-11-27).
 fn hot_table(slots: usize) -> Vec<u128> {
     crate::memory::populated(slots, || 0)
+}
+
+/// The slot of `key` in a hot table of `slots` slots: the hash's top bits, as many as the
+/// largest hot table takes (a smaller one keeps the lowest of them); with no hot table,
+/// past its end.
+#[inline(always)]
+fn hot_slot(key: u128, slots: usize) -> usize {
+    (mix(key) >> (64 - HOT_LARGE_ENTRIES.trailing_zeros())) as usize & slots.wrapping_sub(1)
 }
 
 impl PieceTable {
@@ -252,7 +280,48 @@ impl PieceTable {
     #[cold]
     fn grow_hot(&mut self) {
         self.hot = hot_table(HOT_ENTRIES);
+        self.hot_misses = 0;
         ALLOCATED.fetch_add((HOT_ENTRIES - HOT_FIRST_ENTRIES) * 16, Ordering::Relaxed);
+    }
+
+    /// Have the largest hot table made on a thread of its own: its fresh pages cost about a
+    /// millisecond in a virtual machine, which the counting thread would wait for. Where no
+    /// thread can be started, made here.
+    #[cold]
+    fn order_largest_hot(&mut self) {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let made = std::thread::Builder::new()
+            .name("windowfit-hot-table".into())
+            .spawn(move || drop(sender.send(hot_table(HOT_LARGE_ENTRIES))));
+        match made {
+            Ok(_) => self.largest = Some(receiver),
+            Err(_) => self.take_largest_hot(hot_table(HOT_LARGE_ENTRIES)),
+        }
+    }
+
+    /// The largest hot table, once made, in place of the large one.
+    #[cold]
+    fn poll_largest_hot(&mut self) {
+        use std::sync::mpsc::TryRecvError;
+        let Some(receiver) = &self.largest else { return };
+        match receiver.try_recv() {
+            Ok(table) => self.take_largest_hot(table),
+            Err(TryRecvError::Disconnected) => self.largest = None, // the maker failed: keep this one
+            Err(TryRecvError::Empty) => {}
+        }
+    }
+
+    /// `table` (empty, [`HOT_LARGE_ENTRIES`] slots) in place of the large hot table, holding
+    /// its pieces (a piece keeps its slot's low bits, so no two of them meet in one slot).
+    fn take_largest_hot(&mut self, mut table: Vec<u128>) {
+        self.largest = None;
+        let old = std::mem::take(&mut self.hot);
+        for e in old.into_iter().filter(|&e| e != 0) {
+            let at = hot_slot(e & KEY_MASK, HOT_LARGE_ENTRIES);
+            table[at] = e;
+        }
+        self.hot = table;
+        ALLOCATED.fetch_add((HOT_LARGE_ENTRIES - HOT_ENTRIES) * 16, Ordering::Relaxed);
     }
 
     /// Allocate an empty table of `entries` entries (rounded to whole sets, a power of two).
@@ -290,6 +359,7 @@ impl PieceTable {
         if n_sets * WAYS >= HOT_MIN_ENTRIES && self.hot.is_empty() {
             let grown = n_sets * WAYS > first_entries();
             self.hot = hot_table(if grown { HOT_ENTRIES } else { HOT_FIRST_ENTRIES });
+            self.hot_misses = 0;
         }
         self.mask = n_sets - 1;
         self.bits = n_sets.trailing_zeros();
@@ -303,6 +373,8 @@ impl PieceTable {
             TABLES.fetch_sub(1, Ordering::Relaxed);
             self.slots = Vec::new();
             self.hot = Vec::new();
+            self.hot_misses = 0;
+            self.largest = None;
             self.start = 0;
             self.mask = 0;
             self.bits = 0;
@@ -353,9 +425,7 @@ impl PieceTable {
     /// The slot of `key` in the hot table.
     #[inline(always)]
     fn hot_of(&self, key: u128) -> usize {
-        // The hash's top bits (as many as the largest hot table takes; a smaller one keeps
-        // the lowest of them); with no hot table, past its end.
-        (mix(key) >> (64 - HOT_ENTRIES.trailing_zeros())) as usize & self.hot.len().wrapping_sub(1)
+        hot_slot(key, self.hot.len())
     }
 
     /// The count of `key` if the hot table holds it.
@@ -368,6 +438,14 @@ impl PieceTable {
     /// Keep `key`'s count in the hot table.
     #[inline(always)]
     pub fn keep_hot(&mut self, key: u128, count: usize) {
+        if self.hot.len() == HOT_ENTRIES {
+            self.hot_misses += 1;
+            if self.hot_misses == HOT_LARGE_AFTER {
+                self.order_largest_hot();
+            } else if self.largest.is_some() {
+                self.poll_largest_hot();
+            }
+        }
         let at = self.hot_of(key);
         if let Some(e) = self.hot.get_mut(at) {
             *e = key | ((count as u128) << COUNT_SHIFT);
@@ -509,6 +587,76 @@ pub(crate) mod tests {
         t.keep_hot(k, 3);
         assert_eq!(t.get_hot(k), Some(3));
         assert_eq!(t.get(pack(b"one more")), Some(2), "the sets keep their pieces");
+        set_entries(DEFAULT_ENTRIES);
+    }
+
+    /// A table whose large hot table exists, and keys for it.
+    fn with_large_hot_table() -> PieceTable {
+        let mut t = PieceTable::default();
+        t.ready();
+        for i in 0..=HOT_GROW_AFTER as u32 {
+            t.insert(pack(format!("g{i}").as_bytes()), 1);
+        }
+        assert_eq!(t.hot.len(), HOT_ENTRIES);
+        t
+    }
+
+    /// Poll `t` until its largest hot table is in place (made on a thread of its own).
+    fn await_largest(t: &mut PieceTable) {
+        let started = std::time::Instant::now();
+        while t.hot.len() != HOT_LARGE_ENTRIES {
+            assert!(started.elapsed().as_secs() < 30, "the largest hot table never came");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            t.poll_largest_hot();
+        }
+    }
+
+    #[test]
+    fn the_large_hot_table_gives_way_to_the_largest_once_it_misses_often_keeping_its_pieces() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(DEFAULT_ENTRIES);
+        let mut t = with_large_hot_table();
+        // misses of the large hot table, each piece then kept there (as `count_packed` does)
+        let keys: Vec<u128> = (0..HOT_LARGE_AFTER as u32).map(|i| pack(format!("h{i}").as_bytes())).collect();
+        let before = t.bytes();
+        for (i, &k) in keys[..HOT_LARGE_AFTER - 1].iter().enumerate() {
+            t.keep_hot(k, i % 15 + 1);
+        }
+        assert!(t.largest.is_none() && t.hot.len() == HOT_ENTRIES, "not before");
+        let held: Vec<usize> = (0..HOT_LARGE_AFTER - 1).filter(|&i| t.get_hot(keys[i]).is_some()).collect();
+        assert!(held.len() > HOT_LARGE_AFTER / 2, "{} held", held.len());
+        let last = keys[HOT_LARGE_AFTER - 1];
+        t.keep_hot(last, 4);
+        await_largest(&mut t);
+        assert!(t.largest.is_none());
+        assert_eq!(t.bytes() - before, (HOT_LARGE_ENTRIES - HOT_ENTRIES) * 16, "its memory is counted");
+        assert!(usage().1 >= t.bytes());
+        assert!(held.iter().all(|&i| t.get_hot(keys[i]) == Some(i % 15 + 1)), "every piece it held is kept");
+        assert_eq!(t.get_hot(last), Some(4));
+        // the largest it stays: more misses change nothing but the slots they take
+        for (i, &k) in keys.iter().enumerate() {
+            t.keep_hot(k, i % 15 + 1);
+        }
+        assert!(t.largest.is_none() && t.hot.len() == HOT_LARGE_ENTRIES);
+        let found = keys.iter().enumerate().filter(|(i, &k)| t.get_hot(k) == Some(i % 15 + 1)).count();
+        assert!(found * 10 > keys.len() * 8, "{found} of {} in 2^17 slots", keys.len());
+        set_entries(DEFAULT_ENTRIES);
+    }
+
+    #[test]
+    fn a_table_reallocated_while_its_largest_hot_table_is_made_starts_anew() {
+        let _guard = BOUND.lock().unwrap_or_else(|p| p.into_inner());
+        set_entries(DEFAULT_ENTRIES);
+        let mut t = with_large_hot_table();
+        for i in 0..HOT_LARGE_AFTER as u32 {
+            t.keep_hot(pack(format!("h{i}").as_bytes()), 1);
+        }
+        set_entries(DEFAULT_ENTRIES / 2);
+        t.ready(); // the bound changed: emptied, the table being made dropped
+        assert!(t.largest.is_none() && t.hot.len() == HOT_FIRST_ENTRIES && t.hot_misses == 0);
+        std::thread::sleep(std::time::Duration::from_millis(20)); // the maker finds no one waiting
+        t.poll_largest_hot();
+        assert_eq!(t.hot.len(), HOT_FIRST_ENTRIES);
         set_entries(DEFAULT_ENTRIES);
     }
 
