@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import windowfit as wf
@@ -257,6 +258,46 @@ FORK_WHILE_THE_POOL_STARTS = """
 def test_a_child_forked_while_the_pool_starts_counts_batches() -> None:
     out = run_python(FORK_WHILE_THE_POOL_STARTS, timeout=120)
     assert out.splitlines()[0] == "[0, 0, 0, 0, 0]"
+
+
+FORK_WHILE_THE_LARGEST_HOT_TABLE_IS_MADE = """
+    import json, os, windowfit as wf
+    texts, expected = json.load(open(os.environ["WINDOWFIT_TEST_TEXTS"]))
+    c = wf.Counter(encoding="cl100k_base", cache_entries=0)
+    codes, sizes = [], set()
+    for k, t in enumerate(texts):
+        assert c.count(t) == expected[k]
+        sizes.add(c.cache_info()["piece_cache_bytes"])
+        pid = os.fork()   # the largest hot table may be ordered, made, or taken by now
+        if pid == 0:
+            rest = range(k + 1, min(k + 6, len(texts)))
+            os._exit(0 if all(c.count(texts[j]) == expected[j] for j in rest) else 3)
+        _, status = os.waitpid(pid, 0)
+        codes.append(os.waitstatus_to_exitcode(status))
+    print(sorted(set(codes)), len(sizes))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_children_forked_while_the_largest_hot_table_is_made_count_alike(tmp_path: Path) -> None:
+    # Source code on one thread: its hot table grows twice, the second time on a thread of
+    # its own. A child forked at any point (that thread absent from it) counts on, exactly,
+    # and never waits for the table.
+    import json
+    import sysconfig
+
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(lib.glob("*.py"))[:80]]
+    texts = [f"# pass {k}\n{t}" for k in range(2) for t in texts]
+    expected = [len(x) for x in tiktoken_cl100k().encode_ordinary_batch(texts)]
+    data = tmp_path / "texts.json"
+    data.write_text(json.dumps([texts, expected]), encoding="utf-8")
+    out = run_python(
+        FORK_WHILE_THE_LARGEST_HOT_TABLE_IS_MADE, {"WINDOWFIT_TEST_TEXTS": str(data)}, 300
+    )
+    codes, sizes = out.splitlines()[0].split("] ")
+    assert codes + "]" == "[0]"
+    assert int(sizes) >= 3, "the hot table grew twice while the children were forked"
 
 
 def _count_many_in_child(texts: list[str]) -> list[int]:

@@ -26,6 +26,7 @@
 //! once grown to) is laid on huge pages where the system has them ([`HUGE_PAGE`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use super::vocab::mix;
 
@@ -169,6 +170,9 @@ unsafe fn advise_huge(at: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 unsafe fn advise_huge(_at: *mut u8, _len: usize) {}
 
+/// Where the thread that makes a largest hot table leaves it.
+type LargestSlot = Arc<Mutex<Option<Vec<u128>>>>;
+
 /// One thread's table for one vocabulary.
 #[derive(Default)]
 pub struct PieceTable {
@@ -193,7 +197,7 @@ pub struct PieceTable {
     /// Pieces the hot table missed since it was made (counted until it is at its largest).
     hot_misses: usize,
     /// The largest hot table, while a thread of its own makes it.
-    largest: Option<std::sync::mpsc::Receiver<Vec<u128>>>,
+    largest: Option<LargestSlot>,
 }
 
 impl Drop for PieceTable {
@@ -289,25 +293,35 @@ impl PieceTable {
     /// thread can be started, made here.
     #[cold]
     fn order_largest_hot(&mut self) {
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let made = std::thread::Builder::new()
-            .name("windowfit-hot-table".into())
-            .spawn(move || drop(sender.send(hot_table(HOT_LARGE_ENTRIES))));
+        let slot: LargestSlot = Arc::default();
+        let filled = Arc::clone(&slot);
+        let made = std::thread::Builder::new().name("windowfit-hot-table".into()).spawn(move || {
+            let table = hot_table(HOT_LARGE_ENTRIES);
+            if let Ok(mut held) = filled.lock() {
+                *held = Some(table);
+            }
+        });
         match made {
-            Ok(_) => self.largest = Some(receiver),
+            Ok(_) => self.largest = Some(slot),
             Err(_) => self.take_largest_hot(hot_table(HOT_LARGE_ENTRIES)),
         }
     }
 
-    /// The largest hot table, once made, in place of the large one.
+    /// The largest hot table, once made, in place of the large one. Only ever `try_lock`ed
+    /// here: in a child forked while the maker held the lock, the table never comes and the
+    /// large one stays, where waiting for the lock would hang.
     #[cold]
     fn poll_largest_hot(&mut self) {
-        use std::sync::mpsc::TryRecvError;
-        let Some(receiver) = &self.largest else { return };
-        match receiver.try_recv() {
-            Ok(table) => self.take_largest_hot(table),
-            Err(TryRecvError::Disconnected) => self.largest = None, // the maker failed: keep this one
-            Err(TryRecvError::Empty) => {}
+        let Some(slot) = &self.largest else { return };
+        let taken = match slot.try_lock() {
+            Ok(mut held) => Ok(held.take()),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Poisoned(_)) => Err(()),
+        };
+        match taken {
+            Ok(Some(table)) => self.take_largest_hot(table),
+            Ok(None) => {}
+            Err(()) => self.largest = None, // the maker failed: keep this one
         }
     }
 
