@@ -30,18 +30,15 @@ def test_each_report_refuses_a_build_with_debug_assertions(script: Path) -> None
     assert "make release" in out.stderr, out.stderr[-2000:]
 
 
-def test_the_refusal_can_be_waived() -> None:
-    sys.path.insert(0, str(ROOT / "benches" / "reports"))
+def test_the_refusal_can_be_waived(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benches" / "reports"))
     from _build import ANY_BUILD, require_release
 
-    os.environ.pop(ANY_BUILD, None)
+    monkeypatch.delenv(ANY_BUILD, raising=False)
     with pytest.raises(SystemExit, match="debug assertions"):
         require_release()
-    os.environ[ANY_BUILD] = "1"
-    try:
-        require_release()  # returns
-    finally:
-        del os.environ[ANY_BUILD]
+    monkeypatch.setenv(ANY_BUILD, "1")
+    require_release()  # returns
 
 
 def test_a_field_worker_does_not_check_the_build(tmp_path: Path) -> None:

@@ -83,37 +83,6 @@ def test_piece_table_bound_and_memory_are_reported() -> None:
     assert out.splitlines()[1] == str(2**20 + 2**15)
 
 
-def test_a_thread_that_misses_its_hot_table_often_gets_the_largest_and_counts_alike() -> None:
-    # Source code, counted again and again on one thread: the hot table of 512 KiB misses
-    # often enough that a thread of its own makes the one of 2 MiB, which takes its place
-    # at a later miss (cache_info() grows by 1.5 MiB); every count stays tiktoken's.
-    code = """
-        import json, sysconfig, pathlib
-        import windowfit as wf
-        lib = pathlib.Path(sysconfig.get_paths()["stdlib"])
-        texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(lib.glob("*.py"))[:60]]
-        c = wf.Counter(encoding="cl100k_base", cache_entries=0)
-        sizes, counts = [c.cache_info()["piece_cache_bytes"]], []
-        for k in range(8):
-            counts.append([])
-            for t in texts:
-                counts[-1].append(c.count(f"# pass {k}\\n{t}"))
-                sizes.append(c.cache_info()["piece_cache_bytes"])
-        print(json.dumps({"sizes": sizes, "counts": counts, "texts": texts}))
-    """
-    import json
-
-    out = json.loads(run_python(code, timeout=600).splitlines()[0])
-    steps = {b - a for a, b in zip(out["sizes"], out["sizes"][1:])}
-    assert (2**17 - 2**15) * 16 in steps, out["sizes"]
-    ref = tiktoken_cl100k()
-    for k, counts in enumerate(out["counts"]):
-        expected = [
-            len(x) for x in ref.encode_ordinary_batch([f"# pass {k}\n{t}" for t in out["texts"]])
-        ]
-        assert counts == expected, f"pass {k}"
-
-
 def test_piece_table_bound_from_the_environment() -> None:
     code = """
         import windowfit as wf
@@ -264,25 +233,26 @@ FORK_WHILE_THE_LARGEST_HOT_TABLE_IS_MADE = """
     import json, os, windowfit as wf
     texts, expected = json.load(open(os.environ["WINDOWFIT_TEST_TEXTS"]))
     c = wf.Counter(encoding="cl100k_base", cache_entries=0)
-    codes, sizes = [], set()
+    codes, sizes = [], [c.cache_info()["piece_cache_bytes"]]
     for k, t in enumerate(texts):
         assert c.count(t) == expected[k]
-        sizes.add(c.cache_info()["piece_cache_bytes"])
+        sizes.append(c.cache_info()["piece_cache_bytes"])
         pid = os.fork()   # the largest hot table may be ordered, made, or taken by now
         if pid == 0:
             rest = range(k + 1, min(k + 6, len(texts)))
             os._exit(0 if all(c.count(texts[j]) == expected[j] for j in rest) else 3)
         _, status = os.waitpid(pid, 0)
         codes.append(os.waitstatus_to_exitcode(status))
-    print(sorted(set(codes)), len(sizes))
+    print(sorted(set(codes)), (2**17 - 2**15) * 16 in {b - a for a, b in zip(sizes, sizes[1:])})
 """
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_children_forked_while_the_largest_hot_table_is_made_count_alike(tmp_path: Path) -> None:
-    # Source code on one thread: its hot table grows twice, the second time on a thread of
-    # its own. A child forked at any point (that thread absent from it) counts on, exactly,
-    # and never waits for the table.
+    # Source code on one thread: its hot table misses often enough that a thread of its own
+    # makes the one of 2 MiB, which takes its place at a later miss (cache_info() grows by
+    # 1.5 MiB); every count is tiktoken's. A child forked after each text (that thread absent
+    # from it) counts on, exactly, and never waits for the table.
     import json
     import sysconfig
 
@@ -295,9 +265,8 @@ def test_children_forked_while_the_largest_hot_table_is_made_count_alike(tmp_pat
     out = run_python(
         FORK_WHILE_THE_LARGEST_HOT_TABLE_IS_MADE, {"WINDOWFIT_TEST_TEXTS": str(data)}, 300
     )
-    codes, sizes = out.splitlines()[0].split("] ")
-    assert codes + "]" == "[0]"
-    assert int(sizes) >= 3, "the hot table grew twice while the children were forked"
+    # every child counted alike, and the largest hot table came while they were forked
+    assert out.splitlines()[0] == "[0] True"
 
 
 def _count_many_in_child(texts: list[str]) -> list[int]:

@@ -139,7 +139,7 @@ const HOT_MIN_ENTRIES: usize = 1 << 15;
 /// change). Two ways in the 512 KiB were tried first: which way holds a piece is a branch no
 /// predictor learns, and made branch-free, the second load waits on the first; both were
 /// slower than one way.
-pub const HOT_LARGE_ENTRIES: usize = 1 << 17;
+const HOT_LARGE_ENTRIES: usize = 1 << 17;
 /// Misses of the large hot table that order the largest: a first pass over 2 MB of source
 /// code misses the hot tables some 43,000 times; English dialog never has a large one.
 const HOT_LARGE_AFTER: usize = 1 << 14;
@@ -312,17 +312,16 @@ impl PieceTable {
     /// large one stays, where waiting for the lock would hang.
     #[cold]
     fn poll_largest_hot(&mut self) {
-        let Some(slot) = &self.largest else { return };
-        let taken = match slot.try_lock() {
-            Ok(mut held) => Ok(held.take()),
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Poisoned(_)) => Err(()),
+        let Some(slot) = self.largest.clone() else { return };
+        match slot.try_lock() {
+            Ok(mut held) => {
+                if let Some(table) = held.take() {
+                    self.take_largest_hot(table);
+                }
+            }
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Poisoned(_)) => self.largest = None, // the maker failed: keep this one
         };
-        match taken {
-            Ok(Some(table)) => self.take_largest_hot(table),
-            Ok(None) => {}
-            Err(()) => self.largest = None, // the maker failed: keep this one
-        }
     }
 
     /// `table` (empty, [`HOT_LARGE_ENTRIES`] slots) in place of the large hot table, holding
