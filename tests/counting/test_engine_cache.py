@@ -83,6 +83,38 @@ def test_piece_table_bound_and_memory_are_reported() -> None:
     assert out.splitlines()[1] == str(2**20 + 2**15)
 
 
+def test_long_piece_map_memory_is_reported_and_bounded() -> None:
+    # Pieces of 16 to 256 bytes are kept by their bytes: what they hold is reported, and a
+    # thread's map is emptied before it passes 4 MiB (or 2**15 pieces).
+    out = run_python(
+        """
+        import string, windowfit as wf
+        c = wf.Counter(encoding="o200k_base", cache_entries=0)
+        before = c.cache_info()["long_piece_cache_bytes"]
+        c.count("上下文窗口的令牌计数器")  # one piece of 33 bytes
+        one = c.cache_info()["long_piece_cache_bytes"]
+        def word(i):
+            letters = ""
+            while True:
+                i, k = divmod(i, 26)
+                letters += string.ascii_lowercase[k]
+                if i == 0:
+                    return letters
+        sizes = []
+        for i in range(24_000):  # distinct pieces of some 185 bytes: one word each
+            c.count(" " + "q" * 180 + word(i))
+            sizes.append(c.cache_info()["long_piece_cache_bytes"])
+        print(before, one, max(sizes), min(sizes[1000:]))
+        """,
+        timeout=300,
+    )
+    before, one, most, least = map(int, out.splitlines()[0].split())
+    assert before == 0
+    assert 48 <= one < 64 << 10  # the key, and the map's first slots
+    assert 3 << 20 < most <= 4 << 20  # filled close to its bound, never past it
+    assert least < most  # emptied when full, then filled again
+
+
 def test_piece_table_bound_from_the_environment() -> None:
     code = """
         import windowfit as wf

@@ -177,7 +177,9 @@ class Counter(_core.Counter):
     table starts at 1 MiB, 2 MiB on a huge page where Linux has them, and grows when its
     misses call for it), 0 turns them off, at most 2**28;
     also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies, process-wide;
-    ``cache_info()`` reports it and the bytes the tables hold.
+    ``cache_info()`` reports it and the bytes the tables hold (``piece_cache_bytes``). Pieces
+    of 16 to 256 bytes are kept by their bytes, per thread and encoding at most a sixteenth
+    of the bound (2**15 by default) and 4 MiB (``long_piece_cache_bytes``).
 
     A counter pickles by its configuration (the resolved tokenizer: encoding name or file
     path, pattern and options; the cache bound; the learned calibration), so it crosses

@@ -26,14 +26,13 @@ pub mod bpe;
 pub mod chars;
 pub mod classes;
 pub mod ids;
+pub mod long_pieces;
 pub mod merges;
 pub mod pieces;
 pub mod split;
 pub mod vocab;
 
 use std::cell::RefCell;
-
-use rustc_hash::FxHashMap;
 
 use blocks::{Classify, OverBlocks};
 pub use split::{Pattern, Splitter};
@@ -44,19 +43,15 @@ use vocab::{pack_at, SHORT};
 pub const SLOTS: usize = 2;
 
 /// Longer pieces (indentation, rules of `=`, long words) are cached by their bytes up to
-/// this length; past it a piece is rare enough, and its merge long enough, not to bother.
-const LONG_CACHED: usize = 256;
-
-/// Longer pieces cached per thread and vocabulary before that map is emptied: at most this,
-/// and a sixteenth of the short-piece bound ([`pieces::entries`]; none when that is 0).
-const LONG_ENTRIES: usize = 1 << 15;
+/// this length ([`long_pieces`]).
+const LONG_CACHED: usize = long_pieces::MAX_LEN;
 
 /// One thread's caches for one vocabulary: short pieces packed inline in a bounded table,
 /// longer ones by their bytes.
 #[derive(Default)]
 struct PieceCache {
     table: pieces::PieceTable,
-    long: FxHashMap<Box<[u8]>, u32>,
+    long: long_pieces::LongPieces,
 }
 
 thread_local! {
@@ -136,18 +131,11 @@ impl Engine {
             }
             return self.merge_count(piece);
         }
-        if let Some(&n) = cache.long.get(piece) {
-            return n as usize;
+        if let Some(n) = cache.long.get(piece) {
+            return n;
         }
         let n = if self.rank(piece).is_some() { 1 } else { self.merge_count(piece) };
-        let bound = LONG_ENTRIES.min(pieces::entries() / 16);
-        if cache.long.len() >= bound {
-            cache.long.clear();
-            if bound == 0 {
-                return n;
-            }
-        }
-        cache.long.insert(piece.into(), n as u32);
+        cache.long.insert(piece, n, long_pieces::ENTRIES.min(pieces::entries() / 16));
         n
     }
 
