@@ -516,23 +516,29 @@ impl<'t> Splitter<'t> {
 
     /// o200k's `[UPPER]*[LOWER]+` from `p`, with the regex's backtracking: the greedy
     /// upper run, then the lower run after it, or else the run cut back to its last scalar
-    /// that is also in LOWER.
+    /// that is also in LOWER. That scalar is looked for from the run's end back: a run of
+    /// Chinese (each scalar in both sets) ends with one, where a scan from its start read the
+    /// whole run a second time.
     fn upper_lower(&self, p: usize) -> Option<usize> {
         let k = self.run(p, A_SET);
         let (cls, _, _) = self.class_at(k);
         if cls & LOWER != 0 {
             return Some(self.run(k, B_SET));
         }
-        let mut end = None;
-        let mut i = p;
-        while i < k {
-            let (cls, _, n) = self.class_at(i);
-            if cls & B_SET != 0 {
-                end = Some(i + n);
+        let b = self.text.as_bytes();
+        let mut end = k;
+        while end > p {
+            // the start of the scalar before `end` (`p` is a scalar's start)
+            let mut start = end - 1;
+            while start > p && b[start] & 0xC0 == 0x80 {
+                start -= 1;
             }
-            i += n;
+            if self.class_at(start).0 & B_SET != 0 {
+                return Some(end);
+            }
+            end = start;
         }
-        end
+        None
     }
 
     /// o200k's `[UPPER]+[LOWER]*` from `p`.
@@ -754,6 +760,8 @@ pub(crate) mod tests {
             "\n",
             "''''",
             "١٢٣٤٥ ⅫⅫⅫⅫ",
+            // runs of o200k's upper set whose last scalar in its lower set is not their last
+            "中ǅǅ ʰǅ中ǅ \u{301}中Ǆ. 上下文ǄǄǄ!ǅ\u{301}ǅ 中\u{301}Σ",
         ] {
             check(text);
         }
