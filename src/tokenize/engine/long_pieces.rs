@@ -78,20 +78,6 @@ impl LongPieces {
         self.recount();
     }
 
-    /// Pieces held.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// Bytes held: the keys and the map's slots.
-    pub fn bytes(&self) -> usize {
-        self.counted
-    }
-
     fn recount(&mut self) {
         let now = self.keys + self.map.allocation_size();
         if now >= self.counted {
@@ -123,7 +109,7 @@ mod tests {
             assert_eq!(m.get(&piece(i, 20 + i)), Some(i % 7));
             assert_eq!(m.get(&piece(i, 21 + i)), None);
         }
-        assert_eq!(m.len(), 100);
+        assert_eq!(m.map.len(), 100);
     }
 
     #[test]
@@ -133,7 +119,7 @@ mod tests {
             m.insert(&piece(i, 30), 3, 8);
         }
         // emptied at the ninth: the ninth and the tenth kept
-        assert_eq!(m.len(), 2);
+        assert_eq!(m.map.len(), 2);
         assert_eq!(m.get(&piece(9, 30)), Some(3));
         assert_eq!(m.get(&piece(0, 30)), None);
 
@@ -141,11 +127,11 @@ mod tests {
         let mut most = 0;
         for i in 0..40_000 {
             m.insert(&piece(i, MAX_LEN), 1, ENTRIES);
-            most = most.max(m.bytes());
-            assert!(m.bytes() <= BYTES, "{} bytes at {i}", m.bytes());
+            most = most.max(m.counted);
+            assert!(m.counted <= BYTES, "{} bytes at {i}", m.counted);
         }
         assert!(most > BYTES * 3 / 4, "{most}");
-        assert!(m.len() < ENTRIES);
+        assert!(m.map.len() < ENTRIES);
     }
 
     #[test]
@@ -155,11 +141,11 @@ mod tests {
         for i in 0..1000 {
             m.insert(&piece(i, 40), 2, ENTRIES);
         }
-        let held = m.bytes();
+        let held = m.counted;
         assert!(held >= 1000 * key_bytes(40) + m.map.capacity() * 24, "{held}");
         assert!(usage() >= held);
         // a bound of 0 keeps nothing and gives the slots back
         m.insert(&piece(0, 40), 2, 0);
-        assert_eq!((m.len(), m.bytes()), (0, 0));
+        assert_eq!((m.map.len(), m.counted), (0, 0));
     }
 }
