@@ -23,6 +23,7 @@ pub(crate) use crate::memory::populated;
 
 mod admit;
 mod held;
+pub use admit::{Admission, Pending};
 pub use held::HeldTable;
 
 /// A thread's held and front tables start at this share of their sets and take the rest once
@@ -291,12 +292,12 @@ impl CountCache {
         self.map.as_ref().map(|_| self.stamp.load(Ordering::Acquire))
     }
 
-    /// Whether `text` goes through this cache now (see [`admit`]): always when caching is
-    /// off (the cached paths then only count), else a text this cache has probably seen
-    /// before, on any thread.
+    /// Whether `text` goes through this cache now (see [`admit::admission`]): always when
+    /// caching is off (the cached paths then only count), else a text this cache has probably
+    /// seen before, on any thread.
     #[inline]
-    pub fn admit(&self, text: &str) -> bool {
-        self.stamp().is_none_or(|stamp| admit::admit(text, stamp))
+    pub fn admission(&self, text: &str) -> Admission<'_> {
+        self.stamp().map_or(Admission::Through, |stamp| admit::admission(text, stamp))
     }
 
     /// Count a hit answered by a per-thread table, on this thread's own counter.

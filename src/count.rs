@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
-use crate::cache::{text_key, CacheInfo, CountCache, HeldTable};
+use crate::cache::{text_key, Admission, CacheInfo, CountCache, HeldTable, Pending};
 pub use crate::message::{ImageDetail, Message, Part, ToolCall};
 use crate::tokenize::Backend;
 
@@ -300,10 +300,26 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
-        if !self.admitted(text) {
-            return self.backend.count(text);
+        match self.cache.admission(text) {
+            Admission::Through => self.cache.get_or_insert_text(text, || self.backend.count(text)),
+            Admission::Count(pending) => match self.count_first(text, pending) {
+                (n, true) => self.cache.get_or_insert_text(text, || n),
+                (n, false) => n,
+            },
         }
-        self.cache.get_or_insert_text(text, || self.backend.count(text))
+    }
+
+    /// Count `text`, which its admission left out of the cache, then note it: the count, and
+    /// whether it is worth keeping (the text was seen after all, before the admission's table
+    /// of heads was last emptied). A count not kept is recorded as a miss.
+    #[inline]
+    fn count_first(&self, text: &str, pending: Pending) -> (usize, bool) {
+        let n = self.backend.count(text);
+        let keep = pending.seen_after_all(text);
+        if !keep {
+            self.cache.add_misses(1);
+        }
+        (n, keep)
     }
 
     /// The raw count through the front table, for a caller that already holds a hash of
@@ -327,9 +343,10 @@ impl Counter {
         Some(self.scaled(n as usize))
     }
 
-    /// Tokens of `text` through the front table (see [`Self::raw_count_hashed`]), then
-    /// remember the count in `held` under `addr`, the identity of an immutable object holding
-    /// exactly `text`, which `holder` keeps alive. Nothing is held when caching is off.
+    /// Tokens of `text` through the front table (see [`Self::raw_count_hashed`]) once the
+    /// cache admits it, then remember the count in `held` under `addr`, the identity of an
+    /// immutable object holding exactly `text`, which `holder` keeps alive. Nothing is held
+    /// when caching is off, nor for a text counted on its first sight.
     pub fn count_and_hold<H>(
         &self,
         text: &str,
@@ -338,25 +355,20 @@ impl Counter {
         addr: usize,
         holder: impl FnOnce() -> H,
     ) -> usize {
-        if !text.is_empty() && !self.admitted(text) {
-            return self.scaled(self.backend.count(text));
+        if text.is_empty() {
+            return 0;
         }
-        let raw = self.raw_count_hashed(text, hash);
+        let raw = match self.cache.admission(text) {
+            Admission::Through => self.raw_count_hashed(text, hash),
+            Admission::Count(pending) => match self.count_first(text, pending) {
+                (n, true) => self.cache.get_or_insert_hashed(text, hash, || n),
+                (n, false) => return self.scaled(n),
+            },
+        };
         if let (Some(stamp), Ok(n)) = (self.cache.stamp(), u32::try_from(raw)) {
             held.insert(addr, stamp, text.len(), n, holder);
         }
         self.scaled(raw)
-    }
-
-    /// Whether `text` goes through the cache (see [`CountCache::admit`]); a text that does
-    /// not is recorded as a miss, counted and not stored.
-    #[inline]
-    fn admitted(&self, text: &str) -> bool {
-        if self.cache.admit(text) {
-            return true;
-        }
-        self.cache.add_misses(1);
-        false
     }
 
     /// Tokens of `text`, cached by content (from its second count on).
@@ -387,8 +399,12 @@ impl Counter {
             if t.is_empty() {
                 return (0, None);
             }
-            if !self.cache.admit(t) {
-                return (self.backend.count(t), Some(false));
+            if let Admission::Count(pending) = self.cache.admission(t) {
+                let n = self.backend.count(t);
+                if pending.seen_after_all(t) {
+                    self.cache.insert(text_key(t), n);
+                }
+                return (n, Some(false));
             }
             let key = text_key(t);
             match self.cache.peek(key) {
