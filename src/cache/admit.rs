@@ -14,7 +14,7 @@
 //! middle and last words are most often lines of the text the core has not read yet, and
 //! its set of fingerprints is not in the core's caches either: asked before counting, the
 //! two cost a new text two misses in a row, which the count waited on (the default counter
-//! counted new multilingual dialog 9-10% slower than one without a cache; benches/RESULTS.md,
+//! counted new multilingual dialog 8-13% slower than one without a cache; benches/RESULTS.md,
 //! 2026-12-06). So a text's head (its length and first 64 bytes, which the count reads first
 //! anyway) picks a bit in a small table that stays in the caches, and its set of
 //! fingerprints, which is fetched meanwhile. A clear bit means not seen: the text is counted,

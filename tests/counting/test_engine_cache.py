@@ -191,23 +191,6 @@ def test_texts_of_one_template_are_not_taken_for_one_another() -> None:
     assert (info["size"], info["hits"], info["misses"]) == (0, 0, 200)
 
 
-def test_a_text_seen_long_before_is_kept_on_its_next_count() -> None:
-    # The admission's table of heads is emptied after some 32,000 new texts: a text seen
-    # before that is counted again on its next sight, and its count kept then, not lost.
-    c = wf.Counter(encoding="cl100k_base", cache_entries=100_000)
-    text = f"a text seen once, then 60,000 others, then again ({id(c)})"
-    c.count(text)
-    for i in range(60_000):
-        c.count(f"filler {i} {id(c)}")
-    # a new text is taken in early about once in 8,000 (a fingerprint's tag found in a full set)
-    early = c.cache_info()
-    assert early["size"] <= 30 and early["hits"] == 0
-    n = c.count(text)
-    assert (c.cache_info()["size"], c.cache_info()["hits"]) == (early["size"] + 1, 0)
-    assert c.count(text) == n == len(tiktoken_cl100k().encode_ordinary(text))
-    assert c.cache_info()["hits"] == 1
-
-
 def test_a_batch_caches_its_texts_from_their_second_count() -> None:
     c = wf.Counter(encoding="cl100k_base", cache_entries=100)
     texts = [f"{k} {id(c)} " + "a longer text " * 3_000 for k in range(3)]
