@@ -147,21 +147,17 @@ fn head(b: &[u8], stamp: u64) -> u64 {
     for (k, w) in (&mut words).enumerate() {
         mixed ^= u64::from_le_bytes(w.try_into().expect("8 bytes")).rotate_left(7 * k as u32);
     }
-    let rest = words.remainder().iter().rev().fold(0u64, |w, &c| w << 8 | u64::from(c));
-    mixed ^= rest.rotate_left(61);
+    mixed ^= short_word(words.remainder()).rotate_left(61);
     (mixed ^ (mixed >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Length and the first, middle and last 8 bytes of `b` with the cache's `stamp`, mixed:
-/// three loads, no call (a copy of a length the compiler cannot bound calls `memcpy`).
+/// three loads.
 #[inline]
 fn fingerprint(b: &[u8], stamp: u64) -> u64 {
     let n = b.len();
-    let (first, middle, last) = if n >= 8 {
-        (word(b, 0), word(b, (n - 8) / 2), word(b, n - 8))
-    } else {
-        (b.iter().rev().fold(0, |w, &c| w << 8 | u64::from(c)), 0, 0)
-    };
+    let (first, middle, last) =
+        if n >= 8 { (word(b, 0), word(b, (n - 8) / 2), word(b, n - 8)) } else { (short_word(b), 0, 0) };
     let mixed = (first ^ middle.rotate_left(21) ^ last.rotate_left(42)).wrapping_add(n as u64);
     (mixed ^ (mixed >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stamp.wrapping_mul(0xD6E8_FEB8_6659_FD93) << 1
 }
@@ -169,6 +165,13 @@ fn fingerprint(b: &[u8], stamp: u64) -> u64 {
 #[inline]
 fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The little-endian word of fewer than 8 bytes (a byte loop: a copy of a length the
+/// compiler cannot bound calls `memcpy`).
+#[inline]
+fn short_word(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |w, &c| w << 8 | u64::from(c))
 }
 
 /// Ask for `at`'s line ahead of its use.
@@ -185,7 +188,6 @@ fn prefetch(at: &AtomicU64) {
 }
 
 /// Whether a text goes through the cache, told before it is counted ([`admission`]).
-#[derive(Debug)]
 pub enum Admission<'t> {
     /// (Probably) seen by that cache before, on any thread: through the cache.
     Through,
@@ -195,19 +197,12 @@ pub enum Admission<'t> {
 
 /// A text counted without the cache, to be noted among the fingerprints once counted (its
 /// lines are then in the core's caches, and its set has arrived).
-#[derive(Debug)]
 #[must_use = "a text never noted is never admitted"]
 pub struct Pending<'t> {
     tables: &'t Tables,
     /// Its set of fingerprints; `None` when it was noted already.
     set: Option<usize>,
     stamp: u64,
-}
-
-impl std::fmt::Debug for Tables {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tables").field("sets", &self.seen.len()).finish_non_exhaustive()
-    }
 }
 
 impl Pending<'_> {

@@ -525,20 +525,9 @@ impl<'t> Splitter<'t> {
         if cls & LOWER != 0 {
             return Some(self.run(k, B_SET));
         }
-        let b = self.text.as_bytes();
-        let mut end = k;
-        while end > p {
-            // the start of the scalar before `end` (`p` is a scalar's start)
-            let mut start = end - 1;
-            while start > p && b[start] & 0xC0 == 0x80 {
-                start -= 1;
-            }
-            if self.class_at(start).0 & B_SET != 0 {
-                return Some(end);
-            }
-            end = start;
-        }
-        None
+        let run = &self.text[p..k];
+        let (at, c) = run.char_indices().rev().find(|&(_, c)| self.classes.of(c as u32) & B_SET != 0)?;
+        Some(p + at + c.len_utf8())
     }
 
     /// o200k's `[UPPER]+[LOWER]*` from `p`.
