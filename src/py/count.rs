@@ -20,7 +20,7 @@ use crate::cache::{CountCache, HeldTable, FOLLOW_BUDGET};
 use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
 use crate::registry::{self, Source};
-use crate::tokenize::engine::{long_pieces, pieces};
+use crate::tokenize::engine::{ids as piece_ids, long_pieces, pieces};
 use crate::tokenize::special::{SpecialEncoder, Specials};
 
 /// The tokenizer source a `Counter(kind, source, ...)` names (`windowfit.Counter` builds
@@ -221,6 +221,8 @@ impl PyCounter {
         d.set_item("piece_cache_bytes", piece_bytes)?;
         // and the per-thread maps of pieces longer than a packed key (by their bytes)
         d.set_item("long_piece_cache_bytes", long_pieces::usage())?;
+        // and the per-thread ids of pieces of more than one token that `encode` keeps
+        d.set_item("id_cache_bytes", piece_ids::usage())?;
         Ok(d)
     }
 

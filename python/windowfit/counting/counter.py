@@ -180,7 +180,9 @@ class Counter(_core.Counter):
     ``cache_info()`` reports it and the bytes the tables hold (``piece_cache_bytes``). Pieces
     of 16 to 256 bytes are kept by their bytes, per thread and encoding at most a sixteenth
     of the bound (2**15 by default) and 4 MiB (``long_piece_cache_bytes``, reported within
-    16 KiB a thread; a ``tokenizer.json``'s merges keep theirs the same way).
+    16 KiB a thread; a ``tokenizer.json``'s merges keep theirs the same way). A thread that
+    encodes keeps the ids of pieces of more than one token, at most an eighth of the bound
+    (2**16 by default) and 8 MiB (``id_cache_bytes``, reported the same way).
 
     A counter pickles by its configuration (the resolved tokenizer: encoding name or file
     path, pattern and options; the cache bound; the learned calibration), so it crosses

@@ -12,15 +12,36 @@
 //! short pieces (512 KiB, within a core's second-level cache) answers a piece met recently,
 //! of one token or more, with one probe: the vocabulary's table is megabytes, and a probe of
 //! it missed the core's caches for most pieces of code. Pieces of one token are kept in the
-//! hot table only. Once the cache holds its bound of pieces it is emptied whole: the
-//! benchmark corpora hold at most 21,322 pieces of more than one token each (multilingual
-//! dialog, cl100k), under the default bound of [`ENTRIES`].
+//! hot table only. Once the cache holds its bound of pieces, or a piece more would take it
+//! past [`BYTES`], it is emptied whole: the benchmark corpora hold at most 21,322 pieces of
+//! more than one token each (multilingual dialog, cl100k), under the default bound of
+//! [`ENTRIES`]. The bytes all such caches hold are counted ([`usage`],
+//! `cache_info()["id_cache_bytes"]`): bounded by pieces alone, a thread's cache of 256-byte
+//! pieces could reach some 30 MB that nothing reported.
 
-use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hashbrown::HashMap;
+use rustc_hash::FxBuildHasher;
+
+use super::long_pieces::key_bytes;
+use crate::memory::Reported;
 
 /// Pieces kept per thread and vocabulary by default: 2^16, some 4.5 MiB at the bound (the
 /// maps' slots and about four ids a piece).
 pub const ENTRIES: usize = 1 << 16;
+
+/// Bytes a cache holds at most: its hot table, maps, long keys and ids.
+pub const BYTES: usize = 8 << 20;
+
+/// Bytes all caches hold now, over all threads and vocabularies, give or take
+/// [`Reported::STEP`] a cache.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes all caches of ids hold now, within [`Reported::STEP`] a cache.
+pub fn usage() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
 
 /// Slots of the hot table: 2^14 of 32 bytes.
 pub const HOT_SLOTS: usize = 1 << 14;
@@ -43,12 +64,28 @@ struct Hot {
 }
 
 /// One thread's ids of pieces for one vocabulary.
-#[derive(Default)]
 pub struct IdCache {
     hot: Vec<Hot>,
-    short: FxHashMap<u128, Span>,
-    long: FxHashMap<Box<[u8]>, Span>,
+    short: HashMap<u128, Span, FxBuildHasher>,
+    long: HashMap<Box<[u8]>, Span, FxBuildHasher>,
+    /// Bytes of the long keys held ([`key_bytes`] each).
+    keys: usize,
     ids: Vec<u32>,
+    /// This cache's bytes in [`HELD`].
+    reported: Reported,
+}
+
+impl Default for IdCache {
+    fn default() -> Self {
+        IdCache {
+            hot: Vec::new(),
+            short: HashMap::default(),
+            long: HashMap::default(),
+            keys: 0,
+            ids: Vec::new(),
+            reported: Reported::to(&HELD),
+        }
+    }
 }
 
 /// The hot slot of a packed piece: a multiplicative hash of both halves, top bits.
@@ -88,6 +125,7 @@ impl IdCache {
     fn keep_hot(&mut self, slot: Hot) {
         if self.hot.is_empty() {
             self.hot = crate::memory::populated(HOT_SLOTS, Hot::default);
+            self.reported.update(self.bytes());
         }
         self.hot[hot_of(slot.key)] = slot;
     }
@@ -102,8 +140,9 @@ impl IdCache {
                 span
             }
             None => {
-                let Some(span) = self.merged(bound, out, merge) else { return };
+                let Some(span) = self.merged(bound, 0, out, merge) else { return };
                 self.short.insert(key, span);
+                self.reported.update(self.bytes());
                 span
             }
         };
@@ -115,16 +154,25 @@ impl IdCache {
         if let Some(&span) = self.long.get(piece) {
             return out.extend_from_slice(self.ids_of(span));
         }
-        if let Some(span) = self.merged(bound, out, merge) {
+        if let Some(span) = self.merged(bound, piece.len(), out, merge) {
             self.long.insert(piece.into(), span);
+            self.keys += key_bytes(piece.len());
+            self.reported.update(self.bytes());
         }
     }
 
-    /// The span of the ids `merge` appends to `out`, kept ([`Self::keep`]).
-    fn merged(&mut self, bound: usize, out: &mut Vec<u32>, merge: impl FnOnce(&mut Vec<u32>)) -> Option<Span> {
+    /// The span of the ids `merge` appends to `out`, kept ([`Self::keep`]) for a piece whose
+    /// key takes `key_len` bytes of its own (0: a packed key).
+    fn merged(
+        &mut self,
+        bound: usize,
+        key_len: usize,
+        out: &mut Vec<u32>,
+        merge: impl FnOnce(&mut Vec<u32>),
+    ) -> Option<Span> {
         let from = out.len();
         merge(out);
-        self.keep(bound, &out[from..])
+        self.keep(bound, key_len, &out[from..])
     }
 
     /// Pieces kept.
@@ -140,18 +188,44 @@ impl IdCache {
         &self.ids[span.start as usize..(span.start + span.len) as usize]
     }
 
-    /// `ids` stored, emptying the cache first when it holds `bound` pieces; `None` when the
-    /// bound is 0.
-    fn keep(&mut self, bound: usize, ids: &[u32]) -> Option<Span> {
+    /// Bytes this cache holds: its hot table, its maps' slots, its long keys and its ids.
+    fn bytes(&self) -> usize {
+        self.hot.capacity() * std::mem::size_of::<Hot>()
+            + self.short.allocation_size()
+            + self.long.allocation_size()
+            + self.keys
+            + self.ids.capacity() * std::mem::size_of::<u32>()
+    }
+
+    /// Bytes this cache would hold with `ids` more, kept for a piece whose key takes
+    /// `key_len` bytes of its own: the key, and what grows to hold them (a full map or
+    /// vector reallocates at twice its size).
+    fn bytes_with(&self, key_len: usize, ids: usize) -> usize {
+        let map_growth = match key_len {
+            0 => (self.short.len() == self.short.capacity()).then(|| self.short.allocation_size().max(1024)),
+            _ => (self.long.len() == self.long.capacity()).then(|| self.long.allocation_size().max(1024)),
+        };
+        let ids_growth = (self.ids.len() + ids > self.ids.capacity())
+            .then(|| (self.ids.capacity().max(ids) * std::mem::size_of::<u32>()).max(64));
+        let key = if key_len > 0 { key_bytes(key_len) } else { 0 };
+        self.bytes() + key + map_growth.unwrap_or(0) + ids_growth.unwrap_or(0)
+    }
+
+    /// `ids` stored for a piece whose key takes `key_len` bytes of its own, emptying the
+    /// cache first when it holds `bound` pieces or they would take it past [`BYTES`]; `None`
+    /// when the bound is 0.
+    fn keep(&mut self, bound: usize, key_len: usize, ids: &[u32]) -> Option<Span> {
         if bound == 0 {
             return None;
         }
-        if self.len() >= bound {
+        if self.len() >= bound || self.bytes_with(key_len, ids.len()) > BYTES {
             self.short.clear();
             self.long.clear();
+            self.keys = 0;
             self.ids.clear();
             // the hot table's spans point into the ids just dropped
             self.hot.iter_mut().for_each(|slot| *slot = Hot::default());
+            self.reported.publish(self.bytes());
         }
         let span = Span { start: self.ids.len() as u32, len: ids.len() as u32 };
         self.ids.extend_from_slice(ids);
@@ -229,5 +303,46 @@ mod tests {
             });
         }
         assert_eq!((merges, off.len()), (2, 0));
+    }
+
+    #[test]
+    fn long_pieces_are_bounded_in_bytes_and_reported() {
+        // 2^16 pieces of 256 bytes and 64 ids each would be some 30 MB under the bound in
+        // pieces alone.
+        let mut cache = IdCache::default();
+        let (mut most, mut emptied, mut last_len) = (0, 0, 0);
+        for i in 0..60_000u32 {
+            let mut piece = format!("{i} ").into_bytes();
+            piece.resize(256, b'y');
+            let mut out = Vec::new();
+            cache.extend_long(&piece, ENTRIES, &mut out, |o| o.extend(i..i + 64));
+            assert_eq!(out, (i..i + 64).collect::<Vec<_>>());
+            assert!(cache.bytes() <= BYTES, "{} bytes at {i}", cache.bytes());
+            emptied += usize::from(cache.len() < last_len);
+            last_len = cache.len();
+            most = most.max(cache.bytes());
+        }
+        assert!(emptied >= 2 && most > BYTES / 2, "{emptied} {most}");
+        // the last piece is kept with its own ids
+        let mut piece = b"59999 ".to_vec();
+        piece.resize(256, b'y');
+        let mut out = Vec::new();
+        cache.extend_long(&piece, ENTRIES, &mut out, |_| panic!("kept"));
+        assert_eq!(out, (59_999..60_063).collect::<Vec<_>>());
+        // counted in the process's total within a step, given back when dropped
+        let published = cache.reported.published();
+        assert!(published.abs_diff(cache.bytes()) < Reported::STEP && usage() >= published);
+    }
+
+    #[test]
+    fn short_pieces_and_the_hot_table_are_counted() {
+        let mut cache = IdCache::default();
+        let mut out = Vec::new();
+        for key in 1..20_000u128 {
+            cache.extend_short(key, ENTRIES, &mut out, |o| o.extend([1, 2, 3]));
+        }
+        let bytes = cache.bytes();
+        assert!(bytes >= HOT_SLOTS * 32 + 19_999 * (16 + 8 + 12), "{bytes}");
+        assert!(bytes <= BYTES);
     }
 }

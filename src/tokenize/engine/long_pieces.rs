@@ -10,6 +10,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::memory::Reported;
+
 use rustc_hash::FxBuildHasher;
 
 /// The longest piece kept: past it a piece is rare enough, and its merge long enough, not to
@@ -25,37 +27,31 @@ pub const ENTRIES: usize = 1 << 15;
 pub const BYTES: usize = 4 << 20;
 
 /// Bytes all maps hold now, over all threads and vocabularies, give or take
-/// [`PUBLISH_STEP`] a map.
+/// [`Reported::STEP`] a map.
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
-/// A map adds its change to [`HELD`] once it is this many bytes, and when it is emptied or
-/// dropped: written on every insert, from every thread that counts a batch's first pass,
-/// that one counter's line would go back and forth between the cores.
-const PUBLISH_STEP: usize = 16 << 10;
-
-/// Bytes all maps of long pieces hold now (their keys and slots), within 16 KiB a map.
+/// Bytes all maps of long pieces hold now (their keys and slots), within [`Reported::STEP`] a map.
 pub fn usage() -> usize {
     HELD.load(Ordering::Relaxed)
 }
 
 /// Bytes a key of `len` bytes costs: its allocation rounded to 16 bytes, and a header.
-fn key_bytes(len: usize) -> usize {
+pub fn key_bytes(len: usize) -> usize {
     len.next_multiple_of(16) + 16
 }
 
 /// One thread's map for one vocabulary.
-#[derive(Default)]
 pub struct LongPieces {
     map: hashbrown::HashMap<Box<[u8]>, u32, FxBuildHasher>,
     /// Bytes of the keys held ([`key_bytes`] each).
     keys: usize,
-    /// This map's bytes as [`HELD`] counts them.
-    published: usize,
+    /// This map's bytes in [`HELD`].
+    reported: Reported,
 }
 
-impl Drop for LongPieces {
-    fn drop(&mut self) {
-        HELD.fetch_sub(self.published, Ordering::Relaxed);
+impl Default for LongPieces {
+    fn default() -> Self {
+        LongPieces { map: Default::default(), keys: 0, reported: Reported::to(&HELD) }
     }
 }
 
@@ -78,32 +74,19 @@ impl LongPieces {
             if bound == 0 {
                 self.map.shrink_to(0);
             }
-            self.publish();
+            self.reported.publish(self.bytes());
             if bound == 0 {
                 return;
             }
         }
         self.map.insert(piece.into(), count as u32);
         self.keys += key_bytes(piece.len());
-        if self.bytes().abs_diff(self.published) >= PUBLISH_STEP {
-            self.publish();
-        }
+        self.reported.update(self.bytes());
     }
 
     /// Bytes this map holds: its keys and its slots.
     fn bytes(&self) -> usize {
         self.keys + self.map.allocation_size()
-    }
-
-    /// Make [`HELD`] count this map's bytes as they are now.
-    fn publish(&mut self) {
-        let now = self.bytes();
-        if now >= self.published {
-            HELD.fetch_add(now - self.published, Ordering::Relaxed);
-        } else {
-            HELD.fetch_sub(self.published - now, Ordering::Relaxed);
-        }
-        self.published = now;
     }
 }
 
@@ -161,10 +144,11 @@ mod tests {
         }
         let held = m.bytes();
         assert!(held >= 1000 * key_bytes(40) + m.map.capacity() * 24, "{held}");
-        assert!(m.published.abs_diff(held) < PUBLISH_STEP && m.published > 0);
-        assert!(usage() >= m.published);
+        let published = m.reported.published();
+        assert!(published.abs_diff(held) < Reported::STEP && published > 0);
+        assert!(usage() >= published);
         // a bound of 0 keeps nothing and gives the slots back
         m.insert(&piece(0, 40), 2, 0);
-        assert_eq!((m.map.len(), m.bytes(), m.published), (0, 0, 0));
+        assert_eq!((m.map.len(), m.bytes(), m.reported.published()), (0, 0, 0));
     }
 }
