@@ -314,12 +314,18 @@ impl Counter {
     /// of heads was last emptied). A count not kept is recorded as a miss.
     #[inline]
     fn count_first(&self, text: &str, pending: Pending) -> (usize, bool) {
-        let n = self.backend.count(text);
-        let keep = pending.seen_after_all(text);
+        let (n, keep) = self.count_noted(text, pending);
         if !keep {
             self.cache.add_misses(1);
         }
         (n, keep)
+    }
+
+    /// [`Self::count_first`] without recording the miss (a batch records its own).
+    #[inline]
+    fn count_noted(&self, text: &str, pending: Pending) -> (usize, bool) {
+        let n = self.backend.count(text);
+        (n, pending.seen_after_all(text))
     }
 
     /// The raw count through the front table, for a caller that already holds a hash of
@@ -400,8 +406,8 @@ impl Counter {
                 return (0, None);
             }
             if let Admission::Count(pending) = self.cache.admission(t) {
-                let n = self.backend.count(t);
-                if pending.seen_after_all(t) {
+                let (n, keep) = self.count_noted(t, pending);
+                if keep {
                     self.cache.insert(text_key(t), n);
                 }
                 return (n, Some(false));
@@ -640,7 +646,11 @@ mod tests {
         assert_eq!(c.count_many(&texts), single);
         assert_eq!(c.count_many(&texts), single); // seen twice: the texts are admitted
         assert_eq!(c.count_many(&texts), single); // warm
-        assert!(c.cache_info().hits >= 2000);
+
+        // nearly all hit: a few whose note the texts of tests running beside this one
+        // displaced from the shared table are admitted one sight later (see below)
+        let hits = c.cache_info().hits;
+        assert!(hits >= 1_900, "{hits} of 2,000 hit on the third batch");
     }
 
     #[test]
