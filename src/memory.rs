@@ -39,6 +39,20 @@ pub fn populate(at: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 pub fn populate(_at: *mut u8, _len: usize) {}
 
+/// Ask memory for the line of `at` ahead of its use: a hint that reads nothing back and
+/// never faults.
+#[inline(always)]
+pub fn prefetch<T>(at: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch never faults, and the address is a live reference's
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const T).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// A table's bytes as a process-wide total counts them (for `cache_info()`), kept within
 /// [`Reported::STEP`] of the table's own figure: the total is written once the figure has
 /// moved that far, and when the table is emptied or dropped. Written on every insert from

@@ -75,7 +75,7 @@ impl Tables {
         let b = text.as_bytes();
         let head = head(b, stamp);
         let set = (head >> (64 - self.seen.len().trailing_zeros())) as usize;
-        prefetch(&self.seen[set]);
+        crate::memory::prefetch(&self.seen[set]);
         // The bit from the middle of the head (the low bits of a product mix least; the set
         // took the top ones).
         let (at, bit) = ((head >> 38) as usize & (self.heads.len() - 1), 1u64 << (head >> 32 & 63));
@@ -174,19 +174,6 @@ fn short_word(b: &[u8]) -> u64 {
     b.iter().rev().fold(0, |w, &c| w << 8 | u64::from(c))
 }
 
-/// Ask for `at`'s line ahead of its use.
-#[inline]
-fn prefetch(at: &AtomicU64) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch never faults, and the address is a live table's
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(at.as_ptr().cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
-
 /// Whether a text goes through the cache, told before it is counted ([`admission`]).
 pub enum Admission<'t> {
     /// (Probably) seen by that cache before, on any thread: through the cache.
@@ -257,7 +244,8 @@ mod tests {
     fn texts_sharing_a_set_in_a_loop_are_all_admitted() {
         // more texts than one set holds, counted round and round: each is admitted by its
         // second or a later pass, never starved by the others
-        // (the process's tables, in tables of their own: 20,000 texts would empty the heads)
+        // (in tables of their own: 20,000 texts would empty the process's heads under the
+        // other tests)
         let tables = Tables::new(SETS, HEAD_BITS);
         let texts: Vec<String> = (0..20_000).map(|i| format!("loop text {i}")).collect();
         for _ in 0..3 {

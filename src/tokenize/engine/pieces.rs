@@ -424,15 +424,9 @@ impl PieceTable {
     /// overlap where misses met one after another would each be waited for.
     #[inline(always)]
     pub fn prefetch(&self, key: u128) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(entry) = self.slots.get(self.set_of(key)) {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch is a hint; it reads nothing back and never faults, and the
-            // address is inside the table anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>((entry as *const u128).cast()) };
+            crate::memory::prefetch(entry);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
     }
 
     /// The slot of `key` in the hot table.
