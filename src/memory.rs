@@ -82,9 +82,10 @@ impl Reported {
 
     /// The table holds `bytes` now: written to the total at once.
     pub fn publish(&mut self, bytes: usize) {
-        if bytes >= self.published {
+        // unchanged, nothing is written: a table kept empty writes no shared line
+        if bytes > self.published {
             self.total.fetch_add(bytes - self.published, Ordering::Relaxed);
-        } else {
+        } else if bytes < self.published {
             self.total.fetch_sub(self.published - bytes, Ordering::Relaxed);
         }
         self.published = bytes;

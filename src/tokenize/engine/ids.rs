@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use hashbrown::HashMap;
 use rustc_hash::FxBuildHasher;
 
-use super::long_pieces::key_bytes;
+use super::long_pieces::{growth, ByBytes};
 use crate::memory::Reported;
 
 /// Pieces kept per thread and vocabulary by default: 2^16, some 4.5 MiB at the bound (the
@@ -67,9 +67,7 @@ struct Hot {
 pub struct IdCache {
     hot: Vec<Hot>,
     short: HashMap<u128, Span, FxBuildHasher>,
-    long: HashMap<Box<[u8]>, Span, FxBuildHasher>,
-    /// Bytes of the long keys held ([`key_bytes`] each).
-    keys: usize,
+    long: ByBytes<Span>,
     ids: Vec<u32>,
     /// This cache's bytes in [`HELD`].
     reported: Reported,
@@ -80,12 +78,18 @@ impl Default for IdCache {
         IdCache {
             hot: Vec::new(),
             short: HashMap::default(),
-            long: HashMap::default(),
-            keys: 0,
+            long: ByBytes::default(),
             ids: Vec::new(),
             reported: Reported::to(&HELD),
         }
     }
+}
+
+/// A piece as the cache keys it: packed, or by its bytes.
+#[derive(Clone, Copy)]
+enum Key<'p> {
+    Short(u128),
+    Long(&'p [u8]),
 }
 
 /// The hot slot of a packed piece: a multiplicative hash of both halves, top bits.
@@ -139,40 +143,33 @@ impl IdCache {
                 out.extend_from_slice(self.ids_of(span));
                 span
             }
-            None => {
-                let Some(span) = self.merged(bound, 0, out, merge) else { return };
-                self.short.insert(key, span);
-                self.reported.update(self.bytes());
-                span
-            }
+            None => match self.merged(Key::Short(key), bound, out, merge) {
+                Some(span) => span,
+                None => return,
+            },
         };
         self.keep_hot(Hot { key, first: span.start, len: span.len });
     }
 
     /// As [`Self::extend_short`], for a piece longer than a packed key.
     pub fn extend_long(&mut self, piece: &[u8], bound: usize, out: &mut Vec<u32>, merge: impl FnOnce(&mut Vec<u32>)) {
-        if let Some(&span) = self.long.get(piece) {
-            return out.extend_from_slice(self.ids_of(span));
-        }
-        if let Some(span) = self.merged(bound, piece.len(), out, merge) {
-            self.long.insert(piece.into(), span);
-            self.keys += key_bytes(piece.len());
-            self.reported.update(self.bytes());
+        match self.long.get(piece) {
+            Some(&span) => out.extend_from_slice(self.ids_of(span)),
+            None => _ = self.merged(Key::Long(piece), bound, out, merge),
         }
     }
 
-    /// The span of the ids `merge` appends to `out`, kept ([`Self::keep`]) for a piece whose
-    /// key takes `key_len` bytes of its own (0: a packed key).
+    /// The span of the ids `merge` appends to `out`, kept for `key` ([`Self::keep`]).
     fn merged(
         &mut self,
+        key: Key,
         bound: usize,
-        key_len: usize,
         out: &mut Vec<u32>,
         merge: impl FnOnce(&mut Vec<u32>),
     ) -> Option<Span> {
         let from = out.len();
         merge(out);
-        self.keep(bound, key_len, &out[from..])
+        self.keep(key, bound, &out[from..])
     }
 
     /// Pieces kept.
@@ -188,40 +185,37 @@ impl IdCache {
         &self.ids[span.start as usize..(span.start + span.len) as usize]
     }
 
-    /// Bytes this cache holds: its hot table, its maps' slots, its long keys and its ids.
+    /// Bytes this cache holds: its hot table, its maps (the long keys with them) and its ids.
     fn bytes(&self) -> usize {
         self.hot.capacity() * std::mem::size_of::<Hot>()
             + self.short.allocation_size()
-            + self.long.allocation_size()
-            + self.keys
+            + self.long.bytes()
             + self.ids.capacity() * std::mem::size_of::<u32>()
     }
 
-    /// Bytes this cache would hold with `ids` more, kept for a piece whose key takes
-    /// `key_len` bytes of its own: the key, and what grows to hold them (a full map or
-    /// vector reallocates at twice its size).
-    fn bytes_with(&self, key_len: usize, ids: usize) -> usize {
-        let map_growth = match key_len {
-            0 => (self.short.len() == self.short.capacity()).then(|| self.short.allocation_size().max(1024)),
-            _ => (self.long.len() == self.long.capacity()).then(|| self.long.allocation_size().max(1024)),
+    /// Bytes this cache would hold with `ids` more kept for `key`: its key, and what grows to
+    /// hold them (a full map or vector reallocates at twice its size).
+    fn bytes_with(&self, key: Key, ids: usize) -> usize {
+        let key_cost = match key {
+            Key::Short(_) => growth(&self.short),
+            Key::Long(piece) => self.long.added(piece.len()),
         };
-        let ids_growth = (self.ids.len() + ids > self.ids.capacity())
-            .then(|| (self.ids.capacity().max(ids) * std::mem::size_of::<u32>()).max(64));
-        let key = if key_len > 0 { key_bytes(key_len) } else { 0 };
-        self.bytes() + key + map_growth.unwrap_or(0) + ids_growth.unwrap_or(0)
+        let ids_growth = match self.ids.len() + ids > self.ids.capacity() {
+            true => (self.ids.capacity().max(ids) * std::mem::size_of::<u32>()).max(64),
+            false => 0,
+        };
+        self.bytes() + key_cost + ids_growth
     }
 
-    /// `ids` stored for a piece whose key takes `key_len` bytes of its own, emptying the
-    /// cache first when it holds `bound` pieces or they would take it past [`BYTES`]; `None`
-    /// when the bound is 0.
-    fn keep(&mut self, bound: usize, key_len: usize, ids: &[u32]) -> Option<Span> {
+    /// `ids` kept for `key`, the cache emptied first when it holds `bound` pieces or they
+    /// would take it past [`BYTES`]; `None` when the bound is 0.
+    fn keep(&mut self, key: Key, bound: usize, ids: &[u32]) -> Option<Span> {
         if bound == 0 {
             return None;
         }
-        if self.len() >= bound || self.bytes_with(key_len, ids.len()) > BYTES {
+        if self.len() >= bound || self.bytes_with(key, ids.len()) > BYTES {
             self.short.clear();
             self.long.clear();
-            self.keys = 0;
             self.ids.clear();
             // the hot table's spans point into the ids just dropped
             self.hot.iter_mut().for_each(|slot| *slot = Hot::default());
@@ -229,6 +223,11 @@ impl IdCache {
         }
         let span = Span { start: self.ids.len() as u32, len: ids.len() as u32 };
         self.ids.extend_from_slice(ids);
+        match key {
+            Key::Short(k) => _ = self.short.insert(k, span),
+            Key::Long(piece) => self.long.insert(piece, span),
+        }
+        self.reported.update(self.bytes());
         Some(span)
     }
 }

@@ -8,11 +8,13 @@
 //! map of 256-byte pieces could reach some 10 MB that nothing reported. Both the engine's
 //! maps and the `tokenizer.json` merges' (`merges.rs`) are these.
 
+use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::memory::Reported;
-
+use hashbrown::HashMap;
 use rustc_hash::FxBuildHasher;
+
+use crate::memory::Reported;
 
 /// The longest piece kept: past it a piece is rare enough, and its merge long enough, not to
 /// bother.
@@ -36,22 +38,86 @@ pub fn usage() -> usize {
 }
 
 /// Bytes a key of `len` bytes costs: its allocation rounded to 16 bytes, and a header.
-pub fn key_bytes(len: usize) -> usize {
+fn key_bytes(len: usize) -> usize {
     len.next_multiple_of(16) + 16
+}
+
+/// Bytes a map would allocate anew to take one entry more: its slots again (a full map
+/// reallocates at twice its size), else none.
+pub fn growth<K: Eq + Hash, V>(map: &HashMap<K, V, FxBuildHasher>) -> usize {
+    if map.len() < map.capacity() {
+        return 0;
+    }
+    map.allocation_size().max(1024)
+}
+
+/// A map of pieces by their bytes that knows what it holds: its slots, and its keys with
+/// their allocations' headers. The long pieces' counts ([`LongPieces`]) and their ids
+/// (`ids.rs`) are kept in these.
+pub struct ByBytes<V> {
+    map: HashMap<Box<[u8]>, V, FxBuildHasher>,
+    /// Bytes of the keys held ([`key_bytes`] each).
+    keys: usize,
+}
+
+impl<V> Default for ByBytes<V> {
+    fn default() -> Self {
+        ByBytes { map: HashMap::default(), keys: 0 }
+    }
+}
+
+impl<V> ByBytes<V> {
+    #[inline]
+    pub fn get(&self, piece: &[u8]) -> Option<&V> {
+        self.map.get(piece)
+    }
+
+    pub fn insert(&mut self, piece: &[u8], value: V) {
+        self.map.insert(piece.into(), value);
+        self.keys += key_bytes(piece.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Empty the map, its slots kept for what comes next.
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.keys = 0;
+    }
+
+    /// Empty the map and give its slots back.
+    pub fn release(&mut self) {
+        self.clear();
+        self.map.shrink_to(0);
+    }
+
+    /// Bytes the map holds.
+    pub fn bytes(&self) -> usize {
+        self.keys + self.map.allocation_size()
+    }
+
+    /// Bytes a piece of `len` bytes more would add: its key, and the map's growth.
+    pub fn added(&self, len: usize) -> usize {
+        key_bytes(len) + growth(&self.map)
+    }
 }
 
 /// One thread's map for one vocabulary.
 pub struct LongPieces {
-    map: hashbrown::HashMap<Box<[u8]>, u32, FxBuildHasher>,
-    /// Bytes of the keys held ([`key_bytes`] each).
-    keys: usize,
+    pieces: ByBytes<u32>,
     /// This map's bytes in [`HELD`].
     reported: Reported,
 }
 
 impl Default for LongPieces {
     fn default() -> Self {
-        LongPieces { map: Default::default(), keys: 0, reported: Reported::to(&HELD) }
+        LongPieces { pieces: ByBytes::default(), reported: Reported::to(&HELD) }
     }
 }
 
@@ -59,34 +125,24 @@ impl LongPieces {
     /// The count kept for `piece`.
     #[inline]
     pub fn get(&self, piece: &[u8]) -> Option<usize> {
-        self.map.get(piece).map(|&n| n as usize)
+        self.pieces.get(piece).map(|&n| n as usize)
     }
 
     /// Keep `count` for `piece` (at most [`MAX_LEN`] bytes), the map emptied first when it
-    /// holds `bound` pieces (at most [`ENTRIES`]; 0: nothing is kept) or a piece more would
-    /// pass [`BYTES`].
+    /// holds `bound` pieces (at most [`ENTRIES`]; 0: nothing is kept, and its slots are given
+    /// back) or a piece more would take it past [`BYTES`].
     pub fn insert(&mut self, piece: &[u8], count: usize, bound: usize) {
         debug_assert!(piece.len() <= MAX_LEN && bound <= ENTRIES);
-        let full = self.map.len() >= bound || self.bytes() + key_bytes(piece.len()) > BYTES;
-        if full {
-            self.map.clear();
-            self.keys = 0;
-            if bound == 0 {
-                self.map.shrink_to(0);
-            }
-            self.reported.publish(self.bytes());
-            if bound == 0 {
-                return;
-            }
+        if bound == 0 {
+            self.pieces.release();
+            return self.reported.publish(0);
         }
-        self.map.insert(piece.into(), count as u32);
-        self.keys += key_bytes(piece.len());
-        self.reported.update(self.bytes());
-    }
-
-    /// Bytes this map holds: its keys and its slots.
-    fn bytes(&self) -> usize {
-        self.keys + self.map.allocation_size()
+        if self.pieces.len() >= bound || self.pieces.bytes() + self.pieces.added(piece.len()) > BYTES {
+            self.pieces.clear();
+            self.reported.publish(self.pieces.bytes());
+        }
+        self.pieces.insert(piece, count as u32);
+        self.reported.update(self.pieces.bytes());
     }
 }
 
@@ -110,7 +166,7 @@ mod tests {
             assert_eq!(m.get(&piece(i, 20 + i)), Some(i % 7));
             assert_eq!(m.get(&piece(i, 21 + i)), None);
         }
-        assert_eq!(m.map.len(), 100);
+        assert_eq!(m.pieces.len(), 100);
     }
 
     #[test]
@@ -120,7 +176,7 @@ mod tests {
             m.insert(&piece(i, 30), 3, 8);
         }
         // emptied at the ninth: the ninth and the tenth kept
-        assert_eq!(m.map.len(), 2);
+        assert_eq!(m.pieces.len(), 2);
         assert_eq!(m.get(&piece(9, 30)), Some(3));
         assert_eq!(m.get(&piece(0, 30)), None);
 
@@ -128,11 +184,11 @@ mod tests {
         let mut most = 0;
         for i in 0..40_000 {
             m.insert(&piece(i, MAX_LEN), 1, ENTRIES);
-            most = most.max(m.bytes());
-            assert!(m.bytes() <= BYTES, "{} bytes at {i}", m.bytes());
+            most = most.max(m.pieces.bytes());
+            assert!(m.pieces.bytes() <= BYTES, "{} bytes at {i}", m.pieces.bytes());
         }
         assert!(most > BYTES * 3 / 4, "{most}");
-        assert!(m.map.len() < ENTRIES);
+        assert!(m.pieces.len() < ENTRIES);
     }
 
     #[test]
@@ -142,13 +198,13 @@ mod tests {
         for i in 0..1000 {
             m.insert(&piece(i, 40), 2, ENTRIES);
         }
-        let held = m.bytes();
-        assert!(held >= 1000 * key_bytes(40) + m.map.capacity() * 24, "{held}");
+        let held = m.pieces.bytes();
+        assert!(held >= 1000 * key_bytes(40) + m.pieces.map.capacity() * 24, "{held}");
         let published = m.reported.published();
         assert!(published.abs_diff(held) < Reported::STEP && published > 0);
         assert!(usage() >= published);
         // a bound of 0 keeps nothing and gives the slots back
         m.insert(&piece(0, 40), 2, 0);
-        assert_eq!((m.map.len(), m.bytes(), m.reported.published()), (0, 0, 0));
+        assert_eq!((m.pieces.len(), m.pieces.bytes(), m.reported.published()), (0, 0, 0));
     }
 }
