@@ -300,44 +300,33 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
+        self.admitted(text, |known| self.cache.get_or_insert_text(text, known)).unwrap_or_else(|first| first)
+    }
+
+    /// The count of `text` through the cache, by `cached` given how to count it, once the
+    /// cache admits it (its count on this sight when it was seen after all); `Err` with the
+    /// count of a text counted on its first sight, not kept and recorded as a miss.
+    #[inline]
+    fn admitted(&self, text: &str, cached: impl FnOnce(&dyn Fn() -> usize) -> usize) -> Result<usize, usize> {
         match self.cache.admission(text) {
-            Admission::Through => self.cache.get_or_insert_text(text, || self.backend.count(text)),
-            Admission::Count(pending) => match self.count_first(text, pending) {
-                (n, true) => self.cache.get_or_insert_text(text, || n),
-                (n, false) => n,
+            Admission::Through => Ok(cached(&|| self.backend.count(text))),
+            Admission::Count(pending) => match self.count_noted(text, pending) {
+                (n, true) => Ok(cached(&|| n)),
+                (n, false) => {
+                    self.cache.add_misses(1);
+                    Err(n)
+                }
             },
         }
     }
 
     /// Count `text`, which its admission left out of the cache, then note it: the count, and
     /// whether it is worth keeping (the text was seen after all, before the admission's table
-    /// of heads was last emptied). A count not kept is recorded as a miss.
-    #[inline]
-    fn count_first(&self, text: &str, pending: Pending) -> (usize, bool) {
-        let (n, keep) = self.count_noted(text, pending);
-        if !keep {
-            self.cache.add_misses(1);
-        }
-        (n, keep)
-    }
-
-    /// [`Self::count_first`] without recording the miss (a batch records its own).
+    /// of heads was last emptied).
     #[inline]
     fn count_noted(&self, text: &str, pending: Pending) -> (usize, bool) {
         let n = self.backend.count(text);
         (n, pending.seen_after_all(text))
-    }
-
-    /// The raw count through the front table, for a caller that already holds a hash of
-    /// `text` (any hash: the front table confirms the bytes), asked only of a text the front
-    /// table keeps (the cache's rule: a long text's caller-side hash would be computed for
-    /// nothing).
-    #[inline]
-    fn raw_count_hashed(&self, text: &str, hash: impl FnOnce() -> u64) -> usize {
-        if text.is_empty() {
-            return 0;
-        }
-        self.cache.get_or_insert_hashed(text, hash, || self.backend.count(text))
     }
 
     /// The count of a text the caller holds in `held` under its identity `addr`, stored for
@@ -349,8 +338,8 @@ impl Counter {
         Some(self.scaled(n as usize))
     }
 
-    /// Tokens of `text` through the front table (see [`Self::raw_count_hashed`]) once the
-    /// cache admits it, then remember the count in `held` under `addr`, the identity of an
+    /// Tokens of `text` through the front table once the cache admits it (any hash of the
+    /// text: the front table confirms the bytes; a long text's is never asked), then remember the count in `held` under `addr`, the identity of an
     /// immutable object holding exactly `text`, which `holder` keeps alive. Nothing is held
     /// when caching is off, nor for a text counted on its first sight.
     pub fn count_and_hold<H>(
@@ -364,12 +353,10 @@ impl Counter {
         if text.is_empty() {
             return 0;
         }
-        let raw = match self.cache.admission(text) {
-            Admission::Through => self.raw_count_hashed(text, hash),
-            Admission::Count(pending) => match self.count_first(text, pending) {
-                (n, true) => self.cache.get_or_insert_hashed(text, hash, || n),
-                (n, false) => return self.scaled(n),
-            },
+        // through the front table (the cache's rule: asked only of a text it keeps)
+        let raw = match self.admitted(text, |known| self.cache.get_or_insert_hashed(text, hash, known)) {
+            Ok(raw) => raw,
+            Err(first) => return self.scaled(first),
         };
         if let (Some(stamp), Ok(n)) = (self.cache.stamp(), u32::try_from(raw)) {
             held.insert(addr, stamp, text.len(), n, holder);
