@@ -148,11 +148,10 @@ class StateLoader:
             cut = self._checked_cut(msgs, st, summarized, budget, scan, reasons)
         # Raw tokens before the cut, carried in the state while the history only grows, so the
         # window's size is known without another pass over it.
-        cut_tokens = st.get("cut_tokens")
-        if not (incremental and isinstance(cut_tokens, int) and st.get("cut") == cut):
-            cut_tokens = c.count_messages(msgs[:cut]) - self.priming if cut else 0
-        elif cut_tokens > scan["tokens"]:
-            reasons.append(f"state field 'cut_tokens' ({cut_tokens}) is over the history's tokens")
+        # Carried only when its cut_check vouches for it: a cut edited, or planned again above,
+        # leaves tokens that belong to another cut.
+        cut_tokens = self._vouched_cut_tokens(msgs, st, cut, scan) if incremental else None
+        if cut_tokens is None:
             cut_tokens = c.count_messages(msgs[:cut]) - self.priming if cut else 0
         # the rest of the bookkeeping, each checked only when it is set
         if st.get("mask_until") is not None:
@@ -326,16 +325,27 @@ class StateLoader:
         ``cut_tokens`` when the state's ``cut_check`` vouches for them (the cut and its tokens
         as recorded for this history), else counted: a steady call does not count its window
         again to check its own cut."""
+        carried = self._vouched_cut_tokens(msgs, st, cut, scan)
+        if carried is not None:
+            between = self.counter.count_messages(msgs[u:cut]) - self.priming if u < cut else 0
+            return scan["tokens"] - carried + between
+        return self.counter.count_messages(msgs[u:]) - self.priming
+
+    def _vouched_cut_tokens(
+        self, msgs: list[Message], st: dict[str, Any], cut: int, scan: Scan
+    ) -> int | None:
+        """The carried ``cut_tokens`` when the state's ``cut`` is ``cut`` and its ``cut_check``
+        vouches for both (as recorded for this history and counter), else None."""
         carried = st.get("cut_tokens")
         if (
-            type(carried) is int
+            st.get("cut") == cut
+            and type(carried) is int
             and 0 <= carried <= scan["tokens"]
             and st.get("cut_check") is not None
             and st.get("cut_check") == cut_check(cut, carried, self.counter_id, msgs)
         ):
-            between = self.counter.count_messages(msgs[u:cut]) - self.priming if u < cut else 0
-            return scan["tokens"] - carried + between
-        return self.counter.count_messages(msgs[u:]) - self.priming
+            return carried
+        return None
 
     def _check_mask(self, msgs: list[Message], st: dict[str, Any], reasons: list[str]) -> None:
         """The mask boundary never reaches the newest tool outputs (the agent acts on them)."""
