@@ -287,7 +287,10 @@ class ContextManager:
             plan.cut_tokens = c.count_messages(msgs[: plan.cut]) - priming if plan.cut else 0
         st["cut"] = plan.cut
         st["cut_tokens"] = plan.cut_tokens
-        st["cut_check"] = cut_check(plan.cut, plan.cut_tokens, self.settings.counter_id, msgs)
+        if plan.cut != plan.start_cut or plan.cut_check is None:
+            st["cut_check"] = cut_check(plan.cut, plan.cut_tokens, self.settings.counter_id, msgs)
+        else:  # the cut and its tokens as loaded, which their check vouched for
+            st["cut_check"] = plan.cut_check
         # lets a consumer sharing the session tell whether this summary suits its window
         st["context_window"] = self.settings.context_window
         view = fitted.view

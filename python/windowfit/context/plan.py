@@ -47,6 +47,7 @@ class Plan:
     started: float = 0.0
     start_cut: int = 0  # the cut this call started from
     cut_tokens: int = 0  # raw tokens of msgs[:start_cut]
+    cut_check: int | None = None  # the state's check of start_cut and cut_tokens, if it vouched
     # Truncated tool outputs by source index from the mask boundary on, computed once per call
     # for msgs[trunc_from:]; below the boundary the window comes from ``masked``
     trunc: dict[int, tuple[dict[str, Any], int]] = field(default_factory=dict)

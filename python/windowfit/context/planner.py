@@ -88,6 +88,7 @@ class Planner:
             started=started,
             start_cut=loaded.cut,
             cut_tokens=loaded.cut_tokens,
+            cut_check=loaded.cut_check,
         )
         if n == 0:
             plan.stats.update({"strategy": "keep", "strategy_reason": "empty history"})

@@ -80,6 +80,7 @@ class Loaded:
     summarized: int  # max(summarized_until, base): where unsummarized history starts
     cut: int  # where the verbatim window starts
     cut_tokens: int  # raw tokens of messages[:cut]
+    cut_check: int | None  # the state's check of cut and cut_tokens, where it vouched for them
 
 
 def fresh_state() -> dict[str, Any]:
@@ -141,17 +142,20 @@ class StateLoader:
         while base < len(system) and system[base] == base:
             base += 1
         summarized = max(st["summarized_until"], base)
-        cut = st["cut"]
+        # Raw tokens before the recorded cut, carried in the state while the history only
+        # grows, so the window's size is known without another pass over it; checked once
+        # here, as its cut_check vouches for them or not.
+        recorded, carried = st["cut"], self._vouched_cut_tokens(msgs, st, scan)
+        cut = recorded
         if cut <= summarized:  # no pending gap: nothing to check
             cut = summarized
         else:
-            cut = self._checked_cut(msgs, st, summarized, budget, scan, reasons)
-        # Raw tokens before the cut, carried in the state while the history only grows, so the
-        # window's size is known without another pass over it.
-        # Carried only when its cut_check vouches for it: a cut edited, or planned again above,
-        # leaves tokens that belong to another cut.
-        cut_tokens = self._vouched_cut_tokens(msgs, st, cut, scan) if incremental else None
-        if cut_tokens is None:
+            cut = self._checked_cut(msgs, st, summarized, budget, scan, carried, reasons)
+        # A cut planned again above, or a scan started afresh, leaves tokens of another cut.
+        vouched = carried is not None and incremental and cut == recorded
+        if vouched:
+            cut_tokens = cast(int, carried)
+        else:
             cut_tokens = c.count_messages(msgs[:cut]) - self.priming if cut else 0
         # the rest of the bookkeeping, each checked only when it is set
         if st.get("mask_until") is not None:
@@ -177,6 +181,7 @@ class StateLoader:
             summarized=summarized,
             cut=cut,
             cut_tokens=cut_tokens,
+            cut_check=st["cut_check"] if vouched else None,
         )
 
     # -- the summary against the history ----------------------------------------------------------
@@ -273,6 +278,7 @@ class StateLoader:
         summarized: int,
         budget: Budget,
         scan: Scan,
+        carried: int | None,
         reasons: list[str],
     ) -> int:
         """The carried cut when a plan could have made it, else ``summarized`` (re-planned).
@@ -284,7 +290,7 @@ class StateLoader:
         n, cut = len(msgs), st["cut"]
         if cut > n:
             problem = f"({cut}) is past the end of a history of {n} messages"
-        elif self._cut_made_under_pressure(msgs, st, cut, summarized, budget, scan):
+        elif self._cut_made_under_pressure(msgs, cut, summarized, budget, scan, carried):
             return int(cut)
         else:
             problem = f"({cut}) leaves messages out of a window that has room for them"
@@ -295,11 +301,11 @@ class StateLoader:
     def _cut_made_under_pressure(
         self,
         msgs: list[Message],
-        st: dict[str, Any],
         cut: int,
         summarized: int,
         budget: Budget,
         scan: Scan,
+        carried: int | None,
     ) -> bool:
         s = self.settings
         u = cut - 1
@@ -316,29 +322,27 @@ class StateLoader:
             if turns > s.max_turns:
                 return True
         # raw tokens: a window with tool outputs cut or masked is never larger
-        return bool(self._tokens_from(msgs, st, u, cut, scan) > budget.low_water)
+        return bool(self._tokens_from(msgs, u, cut, scan, carried) > budget.low_water)
 
     def _tokens_from(
-        self, msgs: list[Message], st: dict[str, Any], u: int, cut: int, scan: Scan
+        self, msgs: list[Message], u: int, cut: int, scan: Scan, carried: int | None
     ) -> int:
-        """Raw tokens of ``msgs[u:]`` (``u <= cut``): the scan's total less the carried
-        ``cut_tokens`` when the state's ``cut_check`` vouches for them (the cut and its tokens
-        as recorded for this history), else counted: a steady call does not count its window
-        again to check its own cut."""
-        carried = self._vouched_cut_tokens(msgs, st, cut, scan)
+        """Raw tokens of ``msgs[u:]`` (``u <= cut``): the scan's total less the ``carried``
+        tokens before the cut (where the state's ``cut_check`` vouched for them), else
+        counted: a steady call does not count its window again to check its own cut."""
         if carried is not None:
             between = self.counter.count_messages(msgs[u:cut]) - self.priming if u < cut else 0
             return scan["tokens"] - carried + between
         return self.counter.count_messages(msgs[u:]) - self.priming
 
     def _vouched_cut_tokens(
-        self, msgs: list[Message], st: dict[str, Any], cut: int, scan: Scan
+        self, msgs: list[Message], st: dict[str, Any], scan: Scan
     ) -> int | None:
-        """The carried ``cut_tokens`` when the state's ``cut`` is ``cut`` and its ``cut_check``
-        vouches for both (as recorded for this history and counter), else None."""
-        carried = st.get("cut_tokens")
+        """The carried ``cut_tokens`` when the state's ``cut_check`` vouches for them and its
+        ``cut`` (as recorded for this history and counter), else None."""
+        cut, carried = st.get("cut"), st.get("cut_tokens")
         if (
-            st.get("cut") == cut
+            type(cut) is int
             and type(carried) is int
             and 0 <= carried <= scan["tokens"]
             and st.get("cut_check") is not None
