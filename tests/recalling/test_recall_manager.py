@@ -170,6 +170,23 @@ def test_nothing_evicted_nothing_recalled() -> None:
     assert p.stats["recalled"] == [] and p.stats["recall_reason"] == "nothing has left the window"
 
 
+@pytest.mark.parametrize(
+    ("sources", "out"),
+    [
+        ([-1, 0, 1, 2], False),  # the summary's message beside all three
+        ([0, 1], True),
+        ([-1, 1, 2], True),
+        ([0, 0, 2], True),  # a message twice is not the one left out
+        ([2, 1, 0, 0], False),
+    ],
+)
+def test_the_stage_tells_whether_anything_left_the_prompt(sources: list[int], out: bool) -> None:
+    history = [{"role": "user", "content": f"message {k}"} for k in range(3)]
+    inp = RecallInput(history, [], sources, 10, 1000, 2, "", 0, {})
+    assert inp.leaves_out_any() is out
+    assert out is (len({k for k in sources if k >= 0}) < len(history))  # the rule it stands for
+
+
 def test_agent_calls_of_one_turn_send_the_same_block() -> None:
     cm = manager()
     base = tool_history()[:-1]

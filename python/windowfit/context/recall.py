@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from windowfit import _core
@@ -146,6 +147,18 @@ class RecallInput:
     max_messages: int | None = None
     max_turns: int | None = None
 
+    def leaves_out_any(self) -> bool:
+        """Whether some history message is not in the prompt, told without building the set
+        of them where the prompt has fewer history messages (-1 marks the summary's) than
+        the history: a message in it twice only adds to that number."""
+        n = len(self.history)
+        return len(self.sources) - self.sources.count(-1) < n or len(self.in_prompt) < n
+
+    @cached_property
+    def in_prompt(self) -> set[int]:
+        """The history messages the prompt holds, built when a block is searched or kept."""
+        return {k for k in self.sources if k >= 0}
+
 
 @dataclass
 class RecallOutput:
@@ -174,7 +187,6 @@ def _recap(
     history: Sequence[Mapping[str, Any]],
     inp: RecallInput,
     room: int,
-    skip: set[int],
     counter: Any,
     named: RecallResult,
     index: _core.RecallIndex,
@@ -188,7 +200,9 @@ def _recap(
     hi = min((k for k in inp.sources if k >= inp.cut), default=len(history))
     lo = max(0, hi - RECAP_LOOKBACK)
     msgs = history if isinstance(history, list) else list(history)
-    units = _core.recall_units(msgs, [(k, 0.0) for k in range(lo, hi)], lo, hi, skip | taken)
+    units = _core.recall_units(
+        msgs, [(k, 0.0) for k in range(lo, hi)], lo, hi, inp.in_prompt | taken
+    )
     spans = sorted({(a, b) for a, b, _, _ in units})
     each = counter.count_each_message(msgs[lo:hi])
     costs = [sum(each[a - lo : b - lo]) for a, b in spans]
@@ -207,7 +221,7 @@ def _recap(
             sorted(fixed + _stretches(spans, joins, sorted(order[:keep]))),
             room,
             counter,
-            lambda k: k not in skip,
+            lambda k: k not in inp.in_prompt,
             index=index,
         )
         if out is not None:
@@ -235,9 +249,8 @@ def _search(
     inp: RecallInput,
     query: str,
     room: int,
-    in_prompt: set[int],
 ) -> RecallResult:
-    """The evicted units (none of ``in_prompt``) that best match ``query`` within ``room``
+    """The evicted units (none in the prompt) that best match ``query`` within ``room``
     tokens, deduplicated against the summary."""
     return recall(
         inp.history,
@@ -245,7 +258,7 @@ def _search(
         room,
         counter=counter,
         candidates=range(len(inp.history)),
-        exclude=in_prompt,
+        exclude=inp.in_prompt,
         exclude_text=inp.summary,
         index=settings.index,
         embedder=settings.embedder,
@@ -382,9 +395,8 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         at = inp.sources.index(last_user)
     except ValueError:
         return _none(inp, "the latest user message is not in the prompt")
-    in_prompt = {k for k in inp.sources if k >= 0}
     n = len(history)
-    if len(in_prompt) >= n:
+    if not inp.leaves_out_any():
         return _none(inp, "nothing has left the window")
 
     room = min(int(settings.ratio * inp.budget), inp.budget - inp.tokens)
@@ -406,7 +418,7 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
             record.get("units") or [],
             inp.budget - inp.tokens if recap else room,
             counter,
-            lambda k: k not in in_prompt,
+            lambda k: k not in inp.in_prompt,
             kept,
             index=settings.index,
         )
@@ -434,11 +446,9 @@ def _recall_stage(settings: RecallSettings, counter: Any, inp: RecallInput) -> R
         recap = plain and asks_recap(query) and not _core.recall_named_days(query)
         if recap:
             room = min(room, int(RECAP_SEARCH_RATIO * inp.budget))
-        found = (
-            RecallResult() if covered else _search(settings, counter, inp, query, room, in_prompt)
-        )
+        found = RecallResult() if covered else _search(settings, counter, inp, query, room)
         result = (
-            _recap(history, inp, inp.budget - inp.tokens, in_prompt, counter, found, settings.index)
+            _recap(history, inp, inp.budget - inp.tokens, counter, found, settings.index)
             if recap
             else found
         )
