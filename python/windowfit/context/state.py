@@ -152,9 +152,9 @@ class StateLoader:
         else:
             cut = self._checked_cut(msgs, st, summarized, budget, scan, carried, reasons)
         # A cut planned again above, or a scan started afresh, leaves tokens of another cut.
-        vouched = carried is not None and incremental and cut == recorded
-        if vouched:
-            cut_tokens = cast(int, carried)
+        checked: int | None = None  # the state's check, kept on record while it holds
+        if carried is not None and incremental and cut == recorded:
+            cut_tokens, checked = carried, st["cut_check"]
         else:
             cut_tokens = c.count_messages(msgs[:cut]) - self.priming if cut else 0
         # the rest of the bookkeeping, each checked only when it is set
@@ -181,7 +181,7 @@ class StateLoader:
             summarized=summarized,
             cut=cut,
             cut_tokens=cut_tokens,
-            cut_check=st["cut_check"] if vouched else None,
+            cut_check=checked,
         )
 
     # -- the summary against the history ----------------------------------------------------------
