@@ -339,9 +339,10 @@ impl Counter {
     }
 
     /// Tokens of `text` through the front table once the cache admits it (any hash of the
-    /// text: the front table confirms the bytes; a long text's is never asked), then remember the count in `held` under `addr`, the identity of an
-    /// immutable object holding exactly `text`, which `holder` keeps alive. Nothing is held
-    /// when caching is off, nor for a text counted on its first sight.
+    /// text: the front table confirms the bytes; a long text's is never asked), then remember
+    /// the count in `held` under `addr`, the identity of an immutable object holding exactly
+    /// `text`, which `holder` keeps alive. Nothing is held when caching is off, nor for a text
+    /// counted on its first sight.
     pub fn count_and_hold<H>(
         &self,
         text: &str,

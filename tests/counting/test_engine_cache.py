@@ -140,8 +140,8 @@ def test_long_pieces_of_a_tokenizer_json_are_reported_and_bounded() -> None:
 def test_ids_kept_for_encode_are_reported_and_bounded() -> None:
     # `encode` keeps the ids of pieces of more than one token per thread: what they hold is
     # reported (within 16 KiB a thread) and a thread's cache is emptied before it passes
-    # 8 MiB. Pieces of some 250 bytes and 30 tokens or more each: by their count alone (2**16) these
-    # would hold some 30 MB.
+    # 8 MiB. Pieces of some 250 bytes and 30 tokens or more each: by their count alone
+    # (2**16) these would hold some 30 MB.
     out = run_python(
         """
         import tiktoken, windowfit as wf

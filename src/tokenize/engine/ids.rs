@@ -200,9 +200,10 @@ impl IdCache {
             Key::Short(_) => growth(&self.short),
             Key::Long(piece) => self.long.added(piece.len()),
         };
-        let ids_growth = match self.ids.len() + ids > self.ids.capacity() {
-            true => (self.ids.capacity().max(ids) * std::mem::size_of::<u32>()).max(64),
-            false => 0,
+        let ids_growth = if self.ids.len() + ids > self.ids.capacity() {
+            (self.ids.capacity().max(ids) * std::mem::size_of::<u32>()).max(64)
+        } else {
+            0
         };
         self.bytes() + key_cost + ids_growth
     }
@@ -321,7 +322,9 @@ mod tests {
             last_len = cache.len();
             most = most.max(cache.bytes());
         }
-        assert!(emptied >= 2 && most > BYTES / 2, "{emptied} {most}");
+        // emptied only when full: some 15,000 such pieces a filling, what a clear leaves
+        // allocated (the maps' slots, the ids' vector) refilled before it grows again
+        assert!((2..=8).contains(&emptied) && most > BYTES / 2, "{emptied} {most}");
         // the last piece is kept with its own ids
         let mut piece = b"59999 ".to_vec();
         piece.resize(256, b'y');
