@@ -185,8 +185,8 @@ def test_the_stage_tells_whether_anything_left_the_prompt(sources: list[int], ou
     inp = RecallInput(history, [], sources, 10, 1000, 2, "", 0, {})
     assert inp.leaves_out_any() is out
     assert out is (len({k for k in sources if k >= 0}) < len(history))  # the rule it stands for
-    # the set of them is built only where fewer history messages than the history's do not
-    # tell it already (the call the stage makes on every turn)
+    # the set of history positions is built only where their count, reaching the history's
+    # length, cannot tell the answer (the count is what the stage asks on every turn)
     told_by_count = sum(k >= 0 for k in sources) < len(history)
     assert ("in_prompt" in vars(inp)) is not told_by_count
 
