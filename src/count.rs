@@ -14,6 +14,7 @@ use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed};
 
 use crate::cache::{text_key, Admission, CacheInfo, CountCache, HeldTable, Pending};
 pub use crate::message::{ImageDetail, Message, Part, ToolCall};
+use crate::stored_text::AsUtf8;
 use crate::tokenize::Backend;
 
 /// Per-model chat-format overheads (see the module docs).
@@ -382,14 +383,15 @@ impl Counter {
         self.backend.count_until(text, limit)
     }
 
-    /// Tokens of each text; large batches are spread over all cores.
-    pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
+    /// Tokens of each text; large batches are spread over all cores. A text stored a fixed
+    /// width a character ([`Stored`](crate::stored_text::Stored)) is written out as UTF-8 by
+    /// the thread that counts it.
+    pub fn count_many<S: AsUtf8 + Sync>(&self, texts: &[S]) -> Vec<usize> {
         if !self.cache.enabled() {
             return self.count_many_uncached(texts);
         }
         // Raw counts, hit or not; the statistics are recorded once for the batch.
-        let one = |t: &S| {
-            let t = t.as_ref();
+        let one = |t: &str| {
             if t.is_empty() {
                 return (0, None);
             }
@@ -410,7 +412,7 @@ impl Counter {
                 }
             }
         };
-        let raw = crate::parallel::map_batch(texts, |t| t.as_ref().len(), one);
+        let raw = crate::parallel::map_batch(texts, S::size_hint, |t| t.with_utf8(one));
         let hits = raw.iter().filter(|(_, hit)| *hit == Some(true)).count();
         let misses = raw.iter().filter(|(_, hit)| *hit == Some(false)).count();
         self.cache.add_hits(hits as u64);
@@ -421,18 +423,11 @@ impl Counter {
     /// `count_many` with the text cache off: no key is hashed and nothing shared is
     /// written per text (a counter both cores bump per short text bounces its cache line
     /// between them); the misses are recorded once for the batch.
-    fn count_many_uncached<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<usize> {
-        let one = |t: &S| {
-            let t = t.as_ref();
-            if t.is_empty() {
-                0
-            } else {
-                self.scaled(self.backend.count(t))
-            }
-        };
-        let out = crate::parallel::map_batch(texts, |t| t.as_ref().len(), one);
-        self.cache.add_misses(texts.iter().filter(|t| !t.as_ref().is_empty()).count() as u64);
-        out
+    fn count_many_uncached<S: AsUtf8 + Sync>(&self, texts: &[S]) -> Vec<usize> {
+        let one = |t: &str| if t.is_empty() { (0, false) } else { (self.scaled(self.backend.count(t)), true) };
+        let raw = crate::parallel::map_batch(texts, S::size_hint, |t| t.with_utf8(one));
+        self.cache.add_misses(raw.iter().filter(|(_, counted)| *counted).count() as u64);
+        raw.into_iter().map(|(n, _)| n).collect()
     }
 
     /// Tokens of one message (without the reply priming), cached by the message's content.

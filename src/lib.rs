@@ -10,6 +10,7 @@ pub mod message;
 pub mod parallel;
 pub mod recall;
 pub mod registry;
+pub mod stored_text;
 pub mod tokenize;
 pub mod truncate;
 

@@ -15,7 +15,7 @@ use super::errors::guarded;
 use super::ids::{id_list, id_lists};
 use super::light;
 use super::messages::{extract_message, message_tokens};
-use super::text::{extract_text, extract_texts, with_text};
+use super::text::{extract_strings, stored, with_text};
 use crate::cache::{CountCache, HeldTable, FOLLOW_BUDGET};
 use crate::count::{Counter, KeyBuilder, MessageFormat};
 use crate::error::Error;
@@ -142,7 +142,8 @@ impl PyCounter {
 
     /// Tokens of each text; the GIL is released and large batches use all cores.
     fn count_many(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-        let texts = extract_texts(texts)?;
+        let strings = extract_strings(texts)?;
+        let texts = strings.iter().map(stored).collect::<PyResult<Vec<_>>>()?;
         guarded("count_many", || Ok(py.detach(|| self.inner.count_many(&texts))))
     }
 
@@ -153,19 +154,18 @@ impl PyCounter {
         text: &Bound<'_, PyAny>,
         limit: &Bound<'_, PyAny>,
     ) -> PyResult<Option<usize>> {
-        let text = extract_text(text, "text")?;
         // `Encoding` is this class itself, with no Python layer to check the limit first
         let limit = count_arg(py, "limit", limit)?;
-        let s = text.as_ref();
-        guarded("count_until", || Ok(detach_if_long(py, s.len(), || self.inner.count_until(s, limit))))
+        with_text(text, "text", |s| {
+            guarded("count_until", || Ok(detach_if_long(py, s.len(), || self.inner.count_until(s, limit))))
+        })?
     }
 
     /// Token ids of `text` (ordinary: special-token text is plain text).
     fn encode<'py>(&self, py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
-        let text = extract_text(text, "text")?;
-        let s = text.as_ref();
-        let ids =
-            guarded("encode", || detach_if_long(py, s.len(), || self.inner.backend().encode(s)).map_err(PyErr::from))?;
+        let ids = with_text(text, "text", |s| {
+            guarded("encode", || detach_if_long(py, s.len(), || self.inner.backend().encode(s)).map_err(PyErr::from))
+        })??;
         id_list(py, &ids)
     }
 
@@ -429,11 +429,11 @@ impl PyEncoding {
         disallowed_special: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let (allowed, disallowed) = special_args(allowed_special, disallowed_special)?;
-        let text = extract_text(text, "text")?;
-        let s = text.as_ref();
-        let ids = guarded("encode", || {
-            detach_if_long(py, s.len(), || self.specials.encode(s, &allowed, &disallowed)).map_err(PyErr::from)
-        })?;
+        let ids = with_text(text, "text", |s| {
+            guarded("encode", || {
+                detach_if_long(py, s.len(), || self.specials.encode(s, &allowed, &disallowed)).map_err(PyErr::from)
+            })
+        })??;
         id_list(py, &ids)
     }
 
@@ -548,7 +548,8 @@ impl PyEncoding {
         what: &str,
         specials: Option<(&Specials, &Specials)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let texts = extract_texts(text)?;
+        let strings = extract_strings(text)?;
+        let texts = strings.iter().map(stored).collect::<PyResult<Vec<_>>>()?;
         let ids = guarded(what, || py.detach(|| self.specials.encode_many(&texts, specials)).map_err(PyErr::from))?;
         id_lists(py, &ids)
     }

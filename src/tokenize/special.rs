@@ -11,6 +11,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::Backend;
 use crate::error::{Error, Result};
+use crate::stored_text::AsUtf8;
 
 /// A choice of special tokens: all of the encoding's, or the texts named.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,18 +48,18 @@ impl SpecialEncoder {
     /// (allowed, disallowed), or the backend's ordinary `encode` where `specials` is `None`. A
     /// large batch is spread over the cores as `count_many`'s is
     /// ([`crate::parallel::map_batch`]); the error returned is the first in the texts' order.
-    pub fn encode_many<S: AsRef<str> + Sync>(
+    pub fn encode_many<S: AsUtf8 + Sync>(
         &self,
         texts: &[S],
         specials: Option<(&Specials, &Specials)>,
     ) -> Result<Vec<Vec<u32>>> {
         let backend = self.backend.as_ref();
         let rules = specials.map(|(allowed, disallowed)| self.rules(allowed, disallowed)).transpose()?;
-        let one = |t: &S| match &rules {
-            Some(rules) => rules.encode(backend, t.as_ref()),
-            None => backend.encode(t.as_ref()),
+        let one = |t: &str| match &rules {
+            Some(rules) => rules.encode(backend, t),
+            None => backend.encode(t),
         };
-        crate::parallel::map_batch(texts, |t| t.as_ref().len(), one).into_iter().collect()
+        crate::parallel::map_batch(texts, S::size_hint, |t| t.with_utf8(one)).into_iter().collect()
     }
 
     /// The rules of this choice: the kept ones for the two usual choices (built on first

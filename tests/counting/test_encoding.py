@@ -261,6 +261,77 @@ def test_property_surrogates_never_crash_and_match_tiktoken(
     assert enc.encode_ordinary(text) == expected
 
 
+@PROPERTY
+@given(texts=st.lists(surrogate_text | any_text, min_size=1, max_size=8))
+def test_property_surrogates_in_batches_match_tiktoken(
+    enc: wf.Encoding, ref: Any, texts: list[str]
+) -> None:
+    # a batch writes each text's UTF-8 on the thread that counts it (``stored_text.rs``)
+    assert enc.count_many(texts) == [len(ref.encode_ordinary(t)) for t in texts]
+
+
+# --------------------------------------------------------------------------- storage kinds
+
+# CPython keeps a str one byte a character (ASCII, or Latin-1), two (the Basic Multilingual
+# Plane) or four (past it), and the core reads that storage itself, writing the UTF-8 of all
+# but ASCII (src/stored_text.rs). One text of each kind, each with a lone surrogate too.
+STORAGE_KINDS = {
+    "ascii": "plain words, 42 numbers and   spaces\n",
+    "latin-1": "café naïve Øresund — ",
+    "ucs-2": "你好，世界！Привет, мир. こんにちは 안녕하세요 ",
+    "ucs-4": "emoji \U0001f600\U0001f44d\U0001f3fd and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𠀀 ",
+}
+
+
+def _kinds() -> dict[str, str]:
+    kinds = dict(STORAGE_KINDS)
+    for k, t in STORAGE_KINDS.items():
+        kinds[k + " with surrogates"] = t + "\ud800 x \udfff\ud83d\ude00"
+    return kinds
+
+
+@pytest.mark.parametrize("cache", ["default", "off"])
+def test_every_storage_kind_counts_as_tiktoken_one_by_one_and_in_batches(
+    name: str, ref: Any, cache: str
+) -> None:
+    counter = (
+        wf.Counter(encoding=name)
+        if cache == "default"
+        else wf.Counter(encoding=name, cache_entries=0)
+    )
+    bad = []
+    for kind, text in _kinds().items():
+        want = len(ref.encode_ordinary(text))
+        # a batch of a few texts is counted on the calling thread; one past 64 KiB on every
+        # core, each thread writing out the texts it takes
+        small = [text] * 3
+        large = [f"{i} {text}" * 20 for i in range(300)]
+        got = (
+            counter.count(text),
+            counter.count(text),  # the same object again
+            counter.count_many(small),
+            counter.count_many(large),
+        )
+        expected = (want, want, [want] * 3, [len(ref.encode_ordinary(t)) for t in large])
+        if got != expected:
+            bad.append(f"{kind}: {got[:3]} != {expected[:3]} (or the large batch differs)")
+    assert not bad, f"{name} ({cache} cache):\n  " + "\n  ".join(bad)
+
+
+def test_counting_leaves_no_utf8_copy_beside_the_string(enc: wf.Encoding) -> None:
+    # CPython's own UTF-8 of a str is kept beside it for the string's lifetime, which
+    # sys.getsizeof reports; the core writes it into a buffer of its own instead
+    import sys
+
+    texts = [t * 500 for t in STORAGE_KINDS.values() if not t.isascii()]
+    sizes = [sys.getsizeof(t) for t in texts]
+    counter = wf.Counter(encoding=enc.name)
+    for t in texts:
+        counter.count(t)
+    counter.count_many(texts)
+    assert [sys.getsizeof(t) for t in texts] == sizes
+
+
 # --------------------------------------------------------------------------- every code point
 
 

@@ -1,0 +1,348 @@
+//! Text as a Python `str` stores it, read by the core as UTF-8.
+//!
+//! CPython keeps a string one byte a character when every character is Latin-1, two when all
+//! are in the Basic Multilingual Plane, four otherwise; only ASCII text is UTF-8 as it lies.
+//! Asking CPython for the UTF-8 of any other string encodes it with the interpreter held and
+//! keeps a copy beside the string for its lifetime: for a batch of Chinese dialog that was a
+//! fifth of the batch's time, spent on one thread. Here the core writes the UTF-8 itself,
+//! into a buffer of the counting thread, on every thread of a batch.
+//!
+//! Lone surrogates (from JSON, `os.fsdecode`, bad decoders) are read as tiktoken reads them:
+//! the string as UTF-16 with surrogates passed through, decoded with replacement. A high
+//! surrogate followed by a low one becomes their character; any other becomes one U+FFFD.
+
+use std::cell::Cell;
+
+/// A text in the storage its string keeps.
+#[derive(Clone, Copy, Debug)]
+pub enum Stored<'a> {
+    /// UTF-8 already (an ASCII `str`, or a Rust one).
+    Utf8(&'a str),
+    /// One byte a character, some past ASCII.
+    Latin1(&'a [u8]),
+    /// Two bytes a character.
+    Ucs2(&'a [u16]),
+    /// Four bytes a character.
+    Ucs4(&'a [u32]),
+}
+
+/// A text the core can read as UTF-8: a Rust string as it is, or a [`Stored`] one written out.
+pub trait AsUtf8 {
+    /// Its UTF-8 bytes, or for stored text a guess from its characters: what a batch weighs
+    /// its texts by before any is written out.
+    fn size_hint(&self) -> usize;
+    /// `f` of its UTF-8.
+    fn with_utf8<R>(&self, f: impl FnOnce(&str) -> R) -> R;
+}
+
+impl<S: AsRef<str>> AsUtf8 for S {
+    #[inline]
+    fn size_hint(&self) -> usize {
+        self.as_ref().len()
+    }
+
+    #[inline]
+    fn with_utf8<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(self.as_ref())
+    }
+}
+
+impl AsUtf8 for Stored<'_> {
+    #[inline]
+    fn size_hint(&self) -> usize {
+        match *self {
+            Stored::Utf8(s) => s.len(),
+            Stored::Latin1(s) => s.len() + s.len() / 4,
+            Stored::Ucs2(s) => 3 * s.len(),
+            Stored::Ucs4(s) => 3 * s.len(),
+        }
+    }
+
+    #[inline]
+    fn with_utf8<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        match *self {
+            Stored::Utf8(s) => f(s),
+            other => with_buffer(|buf| {
+                other.write_utf8(buf);
+                // SAFETY: `write_utf8` writes whole UTF-8 sequences of scalar values only
+                // (surrogates are replaced), as the tests check against the standard library.
+                f(unsafe { std::str::from_utf8_unchecked(buf) })
+            }),
+        }
+    }
+}
+
+impl Stored<'_> {
+    /// Append the text's UTF-8 to `out`.
+    pub fn write_utf8(&self, out: &mut Vec<u8>) {
+        match *self {
+            Stored::Utf8(s) => out.extend_from_slice(s.as_bytes()),
+            Stored::Latin1(s) => write_units(s, out),
+            Stored::Ucs2(s) => write_units(s, out),
+            Stored::Ucs4(s) => write_units(s, out),
+        }
+    }
+
+    /// The text's UTF-8 as a new string.
+    pub fn to_utf8(&self) -> String {
+        let mut out = Vec::new();
+        self.write_utf8(&mut out);
+        // SAFETY: as in `with_utf8`
+        unsafe { String::from_utf8_unchecked(out) }
+    }
+}
+
+/// A character of fixed-width storage.
+trait Unit: Copy {
+    /// Most UTF-8 bytes one unit writes (a surrogate pair writes four for two units).
+    const MAX_UTF8: usize;
+    fn code(self) -> u32;
+}
+
+impl Unit for u8 {
+    const MAX_UTF8: usize = 2;
+    #[inline(always)]
+    fn code(self) -> u32 {
+        u32::from(self)
+    }
+}
+
+impl Unit for u16 {
+    const MAX_UTF8: usize = 3;
+    #[inline(always)]
+    fn code(self) -> u32 {
+        u32::from(self)
+    }
+}
+
+impl Unit for u32 {
+    const MAX_UTF8: usize = 4;
+    #[inline(always)]
+    fn code(self) -> u32 {
+        self
+    }
+}
+
+/// U+FFFD, which each lone surrogate becomes, as the low three bytes of a little-endian word.
+const REPLACEMENT: u32 = 0x00BD_BFEF;
+
+/// Units written at once where none of them is a surrogate or past the Basic Multilingual
+/// Plane.
+const RUN: usize = 8;
+
+/// Append the UTF-8 of `units` to `out`. Room for the longest output is reserved once, and
+/// every character is written as one 4-byte store, its length chosen without a branch: text
+/// that mixes scripts (a Chinese line quoting English) changes length every few characters,
+/// and a branch per length was mispredicted there (420 MB/s).
+fn write_units<U: Unit>(units: &[U], out: &mut Vec<u8>) {
+    // four bytes of slack: the last character's store writes a whole word
+    out.reserve(units.len() * U::MAX_UTF8 + 4);
+    let start = out.len();
+    // SAFETY: every store below is at `at`, which stays at most `U::MAX_UTF8` bytes a unit
+    // read so far, so each 4-byte store lies within the reserved room; `set_len` covers only
+    // the bytes written.
+    unsafe {
+        let base = out.as_mut_ptr().add(start);
+        let mut at = 0usize;
+        let mut i = 0;
+        while i < units.len() {
+            if let Some(run) = units.get(i..i + RUN) {
+                if run.iter().all(|u| plain(u.code())) {
+                    for u in run {
+                        at += store_plain(base.add(at), u.code());
+                    }
+                    i += RUN;
+                    continue;
+                }
+            }
+            let c = units[i].code();
+            i += 1;
+            if plain(c) {
+                at += store_plain(base.add(at), c);
+            } else if c >= 0x10000 {
+                store(base.add(at), four(c));
+                at += 4;
+            } else {
+                // a surrogate: a high one with a low one after it is their character
+                match units.get(i).map(|u| u.code()) {
+                    Some(low @ 0xDC00..=0xDFFF) if c < 0xDC00 => {
+                        i += 1;
+                        store(base.add(at), four(0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00)));
+                        at += 4;
+                    }
+                    _ => {
+                        store(base.add(at), REPLACEMENT);
+                        at += 3;
+                    }
+                }
+            }
+        }
+        out.set_len(start + at);
+    }
+}
+
+/// A character of the Basic Multilingual Plane that is not a surrogate: one to three bytes.
+#[inline(always)]
+fn plain(c: u32) -> bool {
+    c < 0xD800 || (0xE000..0x10000).contains(&c)
+}
+
+/// Write `c` ([`plain`]) as UTF-8 at `at` in one 4-byte store; its length in bytes.
+///
+/// # Safety
+/// Four bytes at `at` are writable.
+#[inline(always)]
+unsafe fn store_plain(at: *mut u8, c: u32) -> usize {
+    let two = 0x80C0 | (c >> 6) | ((c & 0x3F) << 8);
+    let three = 0x0080_80E0 | (c >> 12) | (((c >> 6) & 0x3F) << 8) | ((c & 0x3F) << 16);
+    // masks, not a choice: the compiler made the choice a branch
+    let wide = u32::from(c >= 0x80).wrapping_neg();
+    let wider = u32::from(c >= 0x800).wrapping_neg();
+    let word = (c & !wide) | (two & wide & !wider) | (three & wider);
+    unsafe { store(at, word) };
+    1 + (wide & 1) as usize + (wider & 1) as usize
+}
+
+/// # Safety
+/// Four bytes at `at` are writable.
+#[inline(always)]
+unsafe fn store(at: *mut u8, word: u32) {
+    unsafe { at.cast::<u32>().write_unaligned(word.to_le()) }
+}
+
+/// The UTF-8 of a character past the Basic Multilingual Plane, as a little-endian word.
+#[inline(always)]
+fn four(c: u32) -> u32 {
+    u32::from_le_bytes([
+        0xF0 | (c >> 18) as u8,
+        0x80 | ((c >> 12) & 0x3F) as u8,
+        0x80 | ((c >> 6) & 0x3F) as u8,
+        0x80 | (c & 0x3F) as u8,
+    ])
+}
+
+/// Bytes of a thread's buffer kept between texts: a long text's is let go after it.
+const KEEP_BUFFER: usize = 1 << 20;
+
+thread_local! {
+    /// The buffer stored texts are written out into, one per thread.
+    static BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// `f` of this thread's emptied buffer. Taken out while `f` runs, so a nested call gets a
+/// buffer of its own rather than a borrow error.
+fn with_buffer<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut buf = BUFFER.take();
+    buf.clear();
+    let r = f(&mut buf);
+    if buf.capacity() <= KEEP_BUFFER {
+        BUFFER.set(buf);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference: code points as UTF-16 with surrogates passed through, decoded with one
+    /// U+FFFD per unpaired surrogate (the standard library's decoder, not this module's).
+    fn reference(codes: &[u32]) -> String {
+        let mut units = Vec::new();
+        for &c in codes {
+            if c >= 0x10000 {
+                let c = c - 0x10000;
+                units.extend([0xD800 + (c >> 10) as u16, 0xDC00 + (c & 0x3FF) as u16]);
+            } else {
+                units.push(c as u16);
+            }
+        }
+        char::decode_utf16(units).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect()
+    }
+
+    fn written(codes: &[u32]) -> Vec<u8> {
+        let mut out = b"kept".to_vec();
+        let stored: Vec<u32> = codes.to_vec();
+        Stored::Ucs4(&stored).write_utf8(&mut out);
+        out.split_off(4)
+    }
+
+    /// A small deterministic generator (no dependency for one test).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u32 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) as u32
+        }
+    }
+
+    /// Code points drawn from every width class, surrogates of both kinds weighted up.
+    fn draw(rng: &mut Lcg) -> u32 {
+        match rng.next() % 8 {
+            0 => rng.next() % 0x80,
+            1 => 0x80 + rng.next() % 0x780,
+            2 => 0x800 + rng.next() % 0xD000,
+            3 => 0xD800 + rng.next() % 0x400,
+            4 => 0xDC00 + rng.next() % 0x400,
+            5 => 0xE000 + rng.next() % 0x2000,
+            _ => 0x10000 + rng.next() % 0x100000,
+        }
+    }
+
+    #[test]
+    fn every_width_and_surrogates_match_utf16_decoded_with_replacement() {
+        let mut rng = Lcg(7);
+        for _ in 0..20_000 {
+            let n = (rng.next() % 24) as usize;
+            let codes: Vec<u32> = (0..n).map(|_| draw(&mut rng)).collect();
+            assert_eq!(written(&codes), reference(&codes).into_bytes(), "{codes:x?}");
+            let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
+            let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
+            assert_eq!(Stored::Ucs2(&bmp).to_utf8(), reference(&wide), "{bmp:x?}");
+            let latin: Vec<u8> = codes.iter().filter(|&&c| c < 0x100).map(|&c| c as u8).collect();
+            let want: String = latin.iter().map(|&b| char::from(b)).collect();
+            assert_eq!(Stored::Latin1(&latin).to_utf8(), want);
+        }
+    }
+
+    #[test]
+    fn surrogate_pairs_join_and_lone_ones_are_replaced_one_each() {
+        assert_eq!(Stored::Ucs2(&[0xD83D, 0xDE00]).to_utf8(), "\u{1F600}");
+        assert_eq!(Stored::Ucs2(&[0xDE00, 0xD83D]).to_utf8(), "\u{FFFD}\u{FFFD}");
+        assert_eq!(Stored::Ucs2(&[0xD800, 0xD800, 0xDC00]).to_utf8(), "\u{FFFD}\u{10000}");
+        assert_eq!(Stored::Ucs4(&[0xD800, 0x1F600]).to_utf8(), "\u{FFFD}\u{1F600}");
+        assert_eq!(Stored::Ucs4(&[0x1F600, 0xDC00]).to_utf8(), "\u{1F600}\u{FFFD}");
+        assert_eq!(Stored::Ucs2(&[u16::from(b'a'), 0xDFFF]).to_utf8(), "a\u{FFFD}");
+    }
+
+    #[test]
+    fn every_scalar_value_writes_as_the_standard_library_does() {
+        let scalars: Vec<u32> = (0..0x110000).filter(|c| !(0xD800..0xE000).contains(c)).collect();
+        let want: String = scalars.iter().map(|&c| char::from_u32(c).unwrap()).collect();
+        assert_eq!(Stored::Ucs4(&scalars).to_utf8(), want);
+    }
+
+    #[test]
+    fn stored_text_is_read_through_the_buffer_and_a_long_one_is_let_go() {
+        let chinese: Vec<u16> = "你好, world".encode_utf16().collect();
+        assert_eq!(Stored::Ucs2(&chinese).with_utf8(|s| s.to_owned()), "你好, world");
+        assert_eq!(Stored::Utf8("plain").with_utf8(str::len), 5);
+        // a nested read gets a buffer of its own
+        let outer = Stored::Latin1(b"caf\xE9");
+        let inner = Stored::Ucs2(&chinese);
+        assert_eq!(outer.with_utf8(|a| inner.with_utf8(|b| format!("{a}|{b}"))), "café|你好, world");
+        let long = vec![0x4E2Du16; KEEP_BUFFER];
+        assert_eq!(Stored::Ucs2(&long).with_utf8(str::len), 3 * KEEP_BUFFER);
+        BUFFER.with(|b| {
+            let kept = b.take();
+            assert!(kept.capacity() <= KEEP_BUFFER, "a {} byte buffer was kept", kept.capacity());
+        });
+    }
+
+    #[test]
+    fn a_size_hint_weighs_stored_text_by_its_characters() {
+        assert_eq!(Stored::Utf8("abc").size_hint(), 3);
+        assert_eq!(Stored::Ucs2(&[0x4E2D; 10]).size_hint(), 30);
+        assert_eq!("héllo".size_hint(), 6);
+    }
+}
