@@ -290,6 +290,10 @@ def _kinds() -> dict[str, str]:
     return kinds
 
 
+class _Subclassed(str):
+    """A str subclass: CPython keeps its characters in a buffer apart from the object."""
+
+
 @pytest.mark.parametrize("cache", ["default", "off"])
 def test_every_storage_kind_counts_as_tiktoken_one_by_one_and_in_batches(
     name: str, ref: Any, cache: str
@@ -309,12 +313,13 @@ def test_every_storage_kind_counts_as_tiktoken_one_by_one_and_in_batches(
         got = (
             counter.count(text),
             counter.count(text),  # the same object again
+            counter.count(_Subclassed(text)),  # its characters kept apart from the object
             counter.count_many(small),
             counter.count_many(large),
         )
-        expected = (want, want, [want] * 3, [len(ref.encode_ordinary(t)) for t in large])
+        expected = (want, want, want, [want] * 3, [len(ref.encode_ordinary(t)) for t in large])
         if got != expected:
-            bad.append(f"{kind}: {got[:3]} != {expected[:3]} (or the large batch differs)")
+            bad.append(f"{kind}: {got[:4]} != {expected[:4]} (or the large batch differs)")
     assert not bad, f"{name} ({cache} cache):\n  " + "\n  ".join(bad)
 
 
