@@ -424,10 +424,11 @@ impl Counter {
     /// written per text (a counter both cores bump per short text bounces its cache line
     /// between them); the misses are recorded once for the batch.
     fn count_many_uncached<S: AsUtf8 + Sync>(&self, texts: &[S]) -> Vec<usize> {
-        let one = |t: &str| if t.is_empty() { (0, false) } else { (self.scaled(self.backend.count(t)), true) };
-        let raw = crate::parallel::map_batch(texts, S::size_hint, |t| t.with_utf8(one));
-        self.cache.add_misses(raw.iter().filter(|(_, counted)| *counted).count() as u64);
-        raw.into_iter().map(|(n, _)| n).collect()
+        let one = |t: &str| if t.is_empty() { 0 } else { self.scaled(self.backend.count(t)) };
+        let out = crate::parallel::map_batch(texts, S::size_hint, |t| t.with_utf8(one));
+        // a text's size hint is 0 exactly when it is empty
+        self.cache.add_misses(texts.iter().filter(|t| t.size_hint() > 0).count() as u64);
+        out
     }
 
     /// Tokens of one message (without the reply priming), cached by the message's content.

@@ -29,7 +29,7 @@ pub enum Stored<'a> {
 /// A text the core can read as UTF-8: a Rust string as it is, or a [`Stored`] one written out.
 pub trait AsUtf8 {
     /// Its UTF-8 bytes, or for stored text a guess from its characters: what a batch weighs
-    /// its texts by before any is written out.
+    /// its texts by before any is written out. 0 exactly when the text is empty.
     fn size_hint(&self) -> usize;
     /// `f` of its UTF-8.
     fn with_utf8<R>(&self, f: impl FnOnce(&str) -> R) -> R;
@@ -344,5 +344,9 @@ mod tests {
         assert_eq!(Stored::Utf8("abc").size_hint(), 3);
         assert_eq!(Stored::Ucs2(&[0x4E2D; 10]).size_hint(), 30);
         assert_eq!("héllo".size_hint(), 6);
+        assert_eq!(Stored::Latin1(b"\xE9").size_hint(), 1);
+        for empty in [Stored::Utf8(""), Stored::Latin1(&[]), Stored::Ucs2(&[]), Stored::Ucs4(&[])] {
+            assert_eq!(empty.size_hint(), 0);
+        }
     }
 }
