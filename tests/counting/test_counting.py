@@ -32,6 +32,7 @@ from _corpus import (
     deepseek_hf_reference,
     deepseek_reference,
     deepseek_tokenizer_json,
+    o200k_vocab_file,
     qwen_reference,
     tiktoken_cl100k,
     tiktoken_o200k,
@@ -409,14 +410,26 @@ def test_qwen_counter_from_file_equals_model_counter() -> None:
 
 @pytest.fixture(scope="module")
 def o200k_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("bpe_openai")
-    assert spec is not None and spec.submodule_search_locations
-    gz = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
     path = tmp_path_factory.mktemp("vocab") / "o200k_base.tiktoken"
-    path.write_bytes(gzip.decompress(gz.read_bytes()))
+    path.write_bytes(gzip.decompress(o200k_vocab_file().read_bytes()))
     return path
+
+
+def test_the_o200k_reference_reads_the_named_vocabulary_and_checks_its_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``WINDOWFIT_O200K_VOCAB`` (a benchmark machine without bpe-openai) names the file the
+    reference reads; a file that is not OpenAI's o200k_base is refused, not used."""
+    copy = tmp_path / "o200k_base.tiktoken.gz"
+    copy.write_bytes(o200k_vocab_file().read_bytes())
+    monkeypatch.setenv("WINDOWFIT_O200K_VOCAB", str(copy))
+    assert o200k_vocab_file() == copy
+    named = tiktoken_o200k.__wrapped__()
+    text = "Counting o200k_base: 上下文窗口 — the reference of every exactness test."
+    assert named.encode_ordinary(text) == tiktoken_o200k().encode_ordinary(text)
+    copy.write_bytes(gzip.compress(b"YQ== 0\n"))
+    with pytest.raises(RuntimeError, match="is not OpenAI's o200k_base"):
+        tiktoken_o200k.__wrapped__()
 
 
 def test_from_tiktoken_file_equals_tiktoken(o200k_file: Path) -> None:
