@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo demo-build test test-rust test-python dev release bench bench-counting bench-store eval profile services lint lint-rust lint-python clean
+.PHONY: demo demo-build test test-rust test-python dev release bench bench-counting device-bundle bench-store eval profile services lint lint-rust lint-python clean
 
 # the shared real agent runs, next to the repository (or to its worktree)
 AGENT_RUNS ?= $(firstword $(wildcard ../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz ../../shared/data/agent-sessions/mini-swe-agent-deepseek-60.tar.gz))
@@ -136,6 +136,12 @@ bench-store: dev services
 ## fastest mode (benches/reports/report_field.py: fresh processes, first pass and steady state)
 bench-counting: release
 	$(PY) benches/reports/report_field.py --runs 3 --threads 1 2
+
+## device-bundle: .device/ for benches/device/field.sh on a many-core machine without a
+## package index: windowfit's wheel for its CPython (DEVICE_PYTHON), the peers, the reference
+DEVICE_PYTHON ?= 3.12
+device-bundle: $(VENV)/.deps
+	$(PY) benches/device/bundle.py --python $(DEVICE_PYTHON)
 
 ## profile: instructions per call of each workload under callgrind (benches/profile), this
 ## tree against the commit given as BEFORE
