@@ -667,12 +667,11 @@ def tiktoken_o200k() -> Any:
     import tiktoken
     from tiktoken_ext import openai_public
 
-    raw = gzip.decompress(o200k_vocab_file().read_bytes())
+    gz = o200k_vocab_file()
+    raw = gzip.decompress(gz.read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != O200K_SHA256:
-        raise RuntimeError(
-            f"{o200k_vocab_file()}: sha256 {digest} is not OpenAI's o200k_base ({O200K_SHA256})"
-        )
+        raise RuntimeError(f"{gz}: sha256 {digest} is not OpenAI's o200k_base ({O200K_SHA256})")
     ranks = {
         base64.b64decode(tok): int(rank)
         for tok, rank in (line.split() for line in raw.splitlines() if line)
