@@ -101,47 +101,42 @@ pub fn map_batch<T: Sync, R: Send>(
 /// Texts at least this share of a batch's bytes are started first by [`map_largest_first`].
 const LARGE_SHARE: usize = 64;
 
-/// Items a thread of [`map_largest_first`] takes at once, past the large ones, per thread: a
-/// claim is one atomic add on a line the threads share, and a claim per short text (a
-/// dialog turn, a microsecond to count) would cost a tenth of its time.
+/// Claims a thread of [`map_largest_first`] makes in a range, past its large items: a claim
+/// is one atomic add on a line the threads share, and a claim per short text (a dialog turn,
+/// a microsecond to count) would cost a tenth of its time.
 const CLAIMS_PER_THREAD: usize = 16;
 
-/// `f` of every item on the calling thread and the pool's ([`share`]), in the items' order,
-/// the largest (each at least a [`LARGE_SHARE`]th of `total`, the items' sizes summed)
-/// started first, largest to smallest, one at a time; the others in their order, in runs.
-/// Started in the batch's order, a large text picked up last (a 229 KB source file of a 2 MB
-/// batch) left one core counting it while the other had nothing left. The caller counts from
-/// the start, where a parallel iterator called from outside the pool waited for the pool's
-/// threads to wake.
+/// `f` of every item on the calling thread and the pool's ([`share`]), in the items' order.
+///
+/// Each thread has a home range of the items, the same one every time for the same batch:
+/// the items are cut into as many contiguous ranges of about equal bytes as threads take
+/// part, the caller's first, then one for each pool thread by its index. A thread maps its
+/// own range, then helps the others in turn. Each thread keeps its own tables of the pieces
+/// it met, so a batch counted again with its texts changed, or with no text cache, finds
+/// most of its texts on the thread that learnt their words. Handed out in runs
+/// to whichever thread asked first, each text went to another thread on each call: a thread
+/// met a text's long pieces anew for several calls (multilingual dialog on two cores, one
+/// batch a pass: passes 2 and 3 at 47-81 MB/s, 105-139 from the ninth on; benches/RESULTS.md,
+/// 2026-12-07).
+///
+/// In each range the largest items (each at least a [`LARGE_SHARE`]th of `total`, the
+/// items' sizes summed) are started first, largest to smallest, one at a time; the others
+/// follow in their order, in runs. Started in the batch's order, a large text picked up last
+/// (a 229 KB source file of a 2 MB batch) left one core counting it while the other had
+/// nothing left. The caller counts from the start, where a parallel iterator called from
+/// outside the pool waited for the pool's threads to wake.
 pub fn map_largest_first<T: Sync, R: Send>(
     items: &[T],
     total: usize,
     size: impl Fn(&T) -> usize + Sync,
     f: impl Fn(&T) -> R + Sync + Send,
 ) -> Vec<R> {
-    use std::sync::atomic::AtomicUsize;
-    let large = |i: &usize| size(&items[*i]) >= (total / LARGE_SHARE).max(1);
-    let mut order: Vec<usize> = (0..items.len()).filter(large).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
-    let n_large = order.len();
-    order.extend((0..items.len()).filter(|i| !large(i)));
     let helpers = (threads().max(1) - 1).min(items.len().saturating_sub(1));
-    let run = (items.len() - n_large).div_ceil((helpers + 1) * CLAIMS_PER_THREAD).max(1);
-    let (next_large, next_run) = (AtomicUsize::new(0), AtomicUsize::new(n_large));
+    let homes = Homes::new(items, total, &size, helpers + 1);
     let done = std::sync::Mutex::new(Vec::new());
     share(helpers, || {
         let mut mine = Vec::new();
-        while let Some(&i) = order[..n_large].get(next_large.fetch_add(1, Ordering::Relaxed)) {
-            mine.push((i, f(&items[i])));
-        }
-        loop {
-            let from = next_run.fetch_add(run, Ordering::Relaxed).min(order.len());
-            let claimed = &order[from..(from + run).min(order.len())];
-            if claimed.is_empty() {
-                break;
-            }
-            mine.extend(claimed.iter().map(|&i| (i, f(&items[i]))));
-        }
+        homes.map_from(home(), |i| mine.push((i, f(&items[i]))));
         done.lock().unwrap_or_else(|p| p.into_inner()).push(mine);
     });
     let mut out: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
@@ -149,6 +144,93 @@ pub fn map_largest_first<T: Sync, R: Send>(
         out[i] = Some(r);
     }
     out.into_iter().map(|r| r.expect("every item mapped once")).collect()
+}
+
+/// The calling thread's home range: the caller's (0) outside the pool, else its index in the
+/// pool and one. rayon wakes its sleeping threads lowest index first, so the helpers of a
+/// batch are the pool's first threads, the same ones every call.
+fn home() -> usize {
+    rayon::current_thread_index().map_or(0, |i| i + 1)
+}
+
+/// A batch's items cut into home ranges ([`map_largest_first`]), and how far each range
+/// has been handed out.
+struct Homes {
+    /// Item indices, range after range; in each, its large items largest first, then the
+    /// others in their order.
+    order: Vec<usize>,
+    ranges: Vec<Range>,
+}
+
+/// One home range: `order[start..large_end]` handed out one at a time, then
+/// `order[large_end..end]` in runs of `run`.
+#[repr(align(64))]
+struct Range {
+    start: usize,
+    large_end: usize,
+    end: usize,
+    run: usize,
+    next_large: std::sync::atomic::AtomicUsize,
+    next_run: std::sync::atomic::AtomicUsize,
+}
+
+impl Homes {
+    /// `items` cut into `threads` ranges of about `total / threads` bytes each, in order.
+    fn new<T>(items: &[T], total: usize, size: impl Fn(&T) -> usize, threads: usize) -> Self {
+        let threads = threads.max(1);
+        let large = |i: usize| size(&items[i]) >= (total / LARGE_SHARE).max(1);
+        let mut order = Vec::with_capacity(items.len());
+        let mut ranges = Vec::with_capacity(threads);
+        let (mut from, mut bytes) = (0, 0);
+        for r in 0..threads {
+            // the range ends once the bytes so far reach its share of the total (the last takes
+            // the rest; with no bytes at all, one item a range)
+            let mut to = from;
+            let share_end = (r + 1) * total / threads;
+            while to < items.len() && (r + 1 == threads || bytes < share_end || (total == 0 && to == from)) {
+                bytes += size(&items[to]);
+                to += 1;
+            }
+            let start = order.len();
+            let mut big: Vec<usize> = (from..to).filter(|&i| large(i)).collect();
+            big.sort_by_key(|&i| std::cmp::Reverse(size(&items[i])));
+            order.extend(big);
+            let large_end = order.len();
+            order.extend((from..to).filter(|&i| !large(i)));
+            let rest = order.len() - large_end;
+            ranges.push(Range {
+                start,
+                large_end,
+                end: order.len(),
+                run: rest.div_ceil(CLAIMS_PER_THREAD).max(1),
+                next_large: Default::default(),
+                next_run: Default::default(),
+            });
+            from = to;
+        }
+        Homes { order, ranges }
+    }
+
+    /// `visit` every item handed to the thread whose home is `home`: its own range first, then
+    /// the others', each from where it has been handed out to, the next range first.
+    fn map_from(&self, home: usize, mut visit: impl FnMut(usize)) {
+        let n = self.ranges.len();
+        for k in 0..n {
+            let r = &self.ranges[(home + k) % n];
+            while let Some(&i) = self.order[r.start..r.large_end].get(r.next_large.fetch_add(1, Ordering::Relaxed)) {
+                visit(i);
+            }
+            let rest = &self.order[r.large_end..r.end];
+            loop {
+                let from = r.next_run.fetch_add(r.run, Ordering::Relaxed).min(rest.len());
+                let claimed = &rest[from..(from + r.run).min(rest.len())];
+                if claimed.is_empty() {
+                    break;
+                }
+                claimed.iter().for_each(|&i| visit(i));
+            }
+        }
+    }
 }
 
 fn child_pool(pid: u32) -> Option<&'static ThreadPool> {
@@ -248,6 +330,60 @@ mod tests {
         let rest: Vec<usize> = items.iter().copied().filter(|&n| n < 10_000).collect();
         assert_eq!(started[6..], rest, "then the others in their order");
         assert!(map_largest_first(&[] as &[usize], 0, |&n| n, |&n| n).is_empty());
+    }
+
+    /// The items `Homes::map_from(home)` visits, alone (no other thread takes any).
+    fn visited(homes: &Homes, home: usize) -> Vec<usize> {
+        let mut seen = Vec::new();
+        homes.map_from(home, |i| seen.push(i));
+        seen
+    }
+
+    #[test]
+    fn home_ranges_are_contiguous_of_about_equal_bytes_each_large_first() {
+        // 1,000 items of 1 to 30 bytes, four of them large (over a 64th of the total)
+        let items: Vec<usize> = (0..1000).map(|i| if i % 250 == 17 { 2000 + i } else { 1 + i % 30 }).collect();
+        let total: usize = items.iter().sum();
+        let homes = Homes::new(&items, total, |&n| n, 4);
+        assert_eq!(homes.ranges.len(), 4);
+        let (mut next, mut bytes) = (0, 0);
+        for (k, r) in homes.ranges.iter().enumerate() {
+            let mut range: Vec<usize> = homes.order[r.start..r.end].to_vec();
+            // its large items largest first, then the others in their order
+            let large = &homes.order[r.start..r.large_end];
+            assert!(large.iter().all(|&i| items[i] >= total / LARGE_SHARE));
+            assert!(large.windows(2).all(|w| items[w[0]] >= items[w[1]]));
+            assert!(homes.order[r.large_end..r.end].windows(2).all(|w| w[0] < w[1]));
+            // contiguous, and the ranges in the items' order
+            range.sort_unstable();
+            assert_eq!(range, (next..next + range.len()).collect::<Vec<_>>());
+            next += range.len();
+            // it ends with the item that takes the bytes so far to its share of the total
+            bytes += range.iter().map(|&i| items[i]).sum::<usize>();
+            let share = (k + 1) * total / 4;
+            assert!(bytes >= share && bytes - items[next - 1] < share, "{bytes} of {total}");
+        }
+        assert_eq!(next, items.len(), "every item in one range");
+    }
+
+    #[test]
+    fn a_thread_maps_its_own_range_first_then_the_next_ones() {
+        let items: Vec<usize> = vec![10; 300];
+        let homes = |threads| Homes::new(&items, 3000, |&n| n, threads);
+        let ranges: Vec<Vec<usize>> = (0..3).map(|k| (k * 100..(k + 1) * 100).collect()).collect();
+        assert_eq!(visited(&homes(3), 1), [&ranges[1][..], &ranges[2], &ranges[0]].concat());
+        assert_eq!(visited(&homes(3), 0), (0..300).collect::<Vec<_>>());
+        // a pool thread beyond the ranges (not among the batch's helpers) only helps
+        assert_eq!(visited(&homes(3), 3), (0..300).collect::<Vec<_>>());
+        // each item once, whatever the homes that ask
+        let shared = homes(3);
+        let mut all: Vec<usize> = [2, 0, 1, 5].iter().flat_map(|&h| visited(&shared, h)).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..300).collect::<Vec<_>>());
+        // empty items and an empty batch
+        let empty: Vec<usize> = vec![0; 5];
+        assert_eq!(visited(&Homes::new(&empty, 0, |&n| n, 3), 2).len(), 5);
+        assert!(visited(&Homes::new(&[] as &[usize], 0, |&n| n, 3), 0).is_empty());
     }
 
     #[test]
