@@ -101,10 +101,10 @@ pub fn map_batch<T: Sync, R: Send>(
 /// Texts at least this share of a batch's bytes are started first by [`map_largest_first`].
 const LARGE_SHARE: usize = 64;
 
-/// Claims a thread of [`map_largest_first`] makes in a range, past its large items: a claim
-/// is one atomic add on a line the threads share, and a claim per short text (a dialog turn,
-/// a microsecond to count) would cost a tenth of its time.
-const CLAIMS_PER_THREAD: usize = 16;
+/// Claims a home range of [`map_largest_first`] is handed out in, past its large items: a
+/// claim is one atomic add on a line the threads share, and a claim per short text (a dialog
+/// turn, a microsecond to count) would cost a tenth of its time.
+const CLAIMS_PER_RANGE: usize = 16;
 
 /// `f` of every item on the calling thread and the pool's ([`share`]), in the items' order.
 ///
@@ -202,7 +202,7 @@ impl Homes {
                 start,
                 large_end,
                 end: order.len(),
-                run: rest.div_ceil(CLAIMS_PER_THREAD).max(1),
+                run: rest.div_ceil(CLAIMS_PER_RANGE).max(1),
                 next_large: Default::default(),
                 next_run: Default::default(),
             });

@@ -108,10 +108,10 @@ impl Tables {
     /// its count kept: the cache answers it one sight later, and nothing is lost.
     ///
     /// Only a sample of new bits is counted: the count is one word of the process, and
-    /// written for every new text it was the one line every core of a batch wrote for every
-    /// text, handed from core to core one write at a time (36-41 ns a hand-over between this
-    /// host's two cores; benches/RESULTS.md, 2026-12-07). The heads' and fingerprints' words
-    /// are spread over 2,300 lines.
+    /// counted on every new text it was the one line that every core of a batch wrote for
+    /// every text, handed from core to core write after write (36-41 ns a hand-over between
+    /// this host's two cores; benches/RESULTS.md, 2026-12-07). The heads' and fingerprints'
+    /// own words are spread over some 2,300 lines.
     #[inline]
     fn head_set(&self) {
         let set = self.heads_set.load(Ordering::Relaxed) + 1;
@@ -291,8 +291,8 @@ mod tests {
             admit_in(&tables, &format!("one of the many others in between, number {others}"), 9);
             others += 1;
         }
-        // a quarter of the bits, and the new texts whose bit another had set (an eighth at
-        // the end), give or take the sample's spread
+        // a quarter of the bits, and the new texts whose bit another had set (an eighth of
+        // them on average), give or take the sample's spread
         assert!((14_000..24_000).contains(&others), "emptied after {others} others");
         // its bit is gone: it is counted, found among the fingerprints, and its count kept
         let Admission::Count(pending) = tables.admission(text, 9) else { panic!("its head's bit was emptied") };
