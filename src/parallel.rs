@@ -184,10 +184,10 @@ impl Homes {
         let (mut from, mut bytes) = (0, 0);
         for r in 0..threads {
             // the range ends once the bytes so far reach its share of the total (the last takes
-            // the rest; with no bytes at all, one item a range)
+            // the rest)
             let mut to = from;
             let share_end = (r + 1) * total / threads;
-            while to < items.len() && (r + 1 == threads || bytes < share_end || (total == 0 && to == from)) {
+            while to < items.len() && (r + 1 == threads || bytes < share_end) {
                 bytes += size(&items[to]);
                 to += 1;
             }
@@ -340,6 +340,15 @@ mod tests {
     }
 
     #[test]
+    fn the_caller_is_home_to_the_first_range_and_each_pool_thread_to_its_own() {
+        claim_home();
+        assert_eq!(home(), 0, "outside the pool");
+        let pool = ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let homes: Vec<usize> = pool.broadcast(|_| home());
+        assert_eq!(homes, [1, 2, 3], "a pool thread's index and one");
+    }
+
+    #[test]
     fn home_ranges_are_contiguous_of_about_equal_bytes_each_large_first() {
         // 1,000 items of 1 to 30 bytes, four of them large (over a 64th of the total)
         let items: Vec<usize> = (0..1000).map(|i| if i % 250 == 17 { 2000 + i } else { 1 + i % 30 }).collect();
@@ -380,9 +389,9 @@ mod tests {
         let mut all: Vec<usize> = [2, 0, 1, 5].iter().flat_map(|&h| visited(&shared, h)).collect();
         all.sort_unstable();
         assert_eq!(all, (0..300).collect::<Vec<_>>());
-        // empty items and an empty batch
+        // empty items (all in the last range) and an empty batch
         let empty: Vec<usize> = vec![0; 5];
-        assert_eq!(visited(&Homes::new(&empty, 0, |&n| n, 3), 2).len(), 5);
+        assert_eq!(visited(&Homes::new(&empty, 0, |&n| n, 3), 2), [0, 1, 2, 3, 4]);
         assert!(visited(&Homes::new(&[] as &[usize], 0, |&n| n, 3), 0).is_empty());
     }
 
