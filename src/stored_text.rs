@@ -126,6 +126,9 @@ impl Unit for u32 {
 /// U+FFFD, which each lone surrogate becomes, as the low three bytes of a little-endian word.
 const REPLACEMENT: u32 = 0x00BD_BFEF;
 
+/// Units written at once, a byte each, where all of them are ASCII.
+const ASCII_BLOCK: usize = 32;
+
 /// Units written at once where none of them is a surrogate or past the Basic Multilingual
 /// Plane.
 const RUN: usize = 8;
@@ -133,7 +136,9 @@ const RUN: usize = 8;
 /// Append the UTF-8 of `units` to `out`. Room for the longest output is reserved once, and
 /// every character is written as one 4-byte store, its length chosen without a branch: text
 /// that mixes scripts (a Chinese line quoting English) changes length every few characters,
-/// and a branch per length was mispredicted there (420 MB/s).
+/// and a branch per length was mispredicted there (420 MB/s). ASCII that goes on for blocks
+/// (a log quoting a name in Chinese now and then) is copied a block at a time: a character
+/// a store wrote such a log at 400 MB/s, ten times slower (benches/RESULTS.md, 2026-12-07).
 fn write_units<U: Unit>(units: &[U], out: &mut Vec<u8>) {
     // four bytes of slack: the last character's store writes a whole word
     out.reserve(units.len() * U::MAX_UTF8 + 4);
@@ -147,6 +152,15 @@ fn write_units<U: Unit>(units: &[U], out: &mut Vec<u8>) {
         let mut i = 0;
         while i < units.len() {
             if let Some(run) = units.get(i..i + RUN) {
+                if run.iter().fold(0, |seen, u| seen | u.code()) < 0x80 {
+                    // all ASCII: the text may go on so for a while
+                    let n = copy_ascii(&units[i..], base.add(at));
+                    if n > 0 {
+                        i += n;
+                        at += n;
+                        continue;
+                    }
+                }
                 if run.iter().all(|u| plain(u.code())) {
                     for u in run {
                         at += store_plain(base.add(at), u.code());
@@ -179,6 +193,27 @@ fn write_units<U: Unit>(units: &[U], out: &mut Vec<u8>) {
         }
         out.set_len(start + at);
     }
+}
+
+/// Copy the ASCII blocks that open `units` to `at`, a byte each, up to the first block with
+/// another character; the units copied (whole blocks).
+///
+/// # Safety
+/// `units.len()` bytes at `at` are writable.
+#[inline(never)]
+unsafe fn copy_ascii<U: Unit>(units: &[U], at: *mut u8) -> usize {
+    let mut n = 0;
+    while let Some(block) = units.get(n..n + ASCII_BLOCK) {
+        if block.iter().fold(0, |seen, u| seen | u.code()) >= 0x80 {
+            break;
+        }
+        let to = unsafe { std::slice::from_raw_parts_mut(at.add(n), ASCII_BLOCK) };
+        for (byte, u) in to.iter_mut().zip(block) {
+            *byte = u.code() as u8;
+        }
+        n += ASCII_BLOCK;
+    }
+    n
 }
 
 /// A character of the Basic Multilingual Plane that is not a surrogate: one to three bytes.
@@ -295,6 +330,28 @@ mod tests {
         for _ in 0..20_000 {
             let n = (rng.next() % 24) as usize;
             let codes: Vec<u32> = (0..n).map(|_| draw(&mut rng)).collect();
+            assert_eq!(written(&codes), reference(&codes).into_bytes(), "{codes:x?}");
+            let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
+            let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
+            assert_eq!(Stored::Ucs2(&bmp).to_utf8(), reference(&wide), "{bmp:x?}");
+            let latin: Vec<u8> = codes.iter().filter(|&&c| c < 0x100).map(|&c| c as u8).collect();
+            let want: String = latin.iter().map(|&b| char::from(b)).collect();
+            assert_eq!(Stored::Latin1(&latin).to_utf8(), want);
+        }
+    }
+
+    /// Runs of ASCII of every length up to a few blocks between other characters: the block
+    /// copy starts and stops at every offset.
+    #[test]
+    fn ascii_runs_between_other_characters_match_the_reference() {
+        let mut rng = Lcg(11);
+        for _ in 0..5_000 {
+            let mut codes = Vec::new();
+            for _ in 0..rng.next() % 6 {
+                let run = (rng.next() % (3 * ASCII_BLOCK as u32 + 2)) as usize;
+                codes.extend((0..run).map(|_| rng.next() % 0x80));
+                codes.push(draw(&mut rng));
+            }
             assert_eq!(written(&codes), reference(&codes).into_bytes(), "{codes:x?}");
             let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
             let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
