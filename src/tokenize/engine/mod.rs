@@ -71,23 +71,40 @@ const AHEAD: usize = 16;
 /// Texts this long are counted in chunks on all cores. Each core keeps its own piece table,
 /// so a text cut smaller is counted by cores that each learn its words: for source code of
 /// 32 KB to 256 KB, in chunks of 16 KB on two cores, no faster than on one (`count_serial`).
-/// From 512 KiB, in chunks of 256 KiB, a log counted again is 1.2-1.5x faster on two cores
-/// and its first pass no slower at the median (benches/RESULTS.md, 2026-11-27).
+/// From 512 KiB, in chunks of up to 256 KiB, a log counted again is 1.2-1.5x faster on two
+/// cores and its first pass no slower at the median (benches/RESULTS.md, 2026-11-27).
 const PARALLEL_MIN: usize = 512 << 10;
 const PARALLEL_CHUNK: usize = 256 << 10;
 
-/// `text` cut into chunks of about `size` bytes at places no piece of either pattern
-/// crosses: between a line break and an ASCII letter. A line break ends every piece that
-/// holds it (whitespace pieces end at their last break; punctuation takes breaks only up to
-/// the next non-break), and a letter piece's optional prefix is never a break. A text with
-/// no such place stays whole.
+/// Chunks are no shorter than this, however many threads there are: each thread learns the
+/// words of the text it counts, and source code in chunks of 16 KB was counted no faster on
+/// two threads than on one (above). Not measured on many cores.
+const PARALLEL_CHUNK_MIN: usize = 64 << 10;
+
+/// How long the chunks of a text of `len` bytes are on `threads` threads: as many chunks as
+/// make them at most [`PARALLEL_CHUNK`] long, rounded up to a multiple of the threads so each
+/// counts as many, and none shorter than [`PARALLEL_CHUNK_MIN`]. A 750 KB log in three
+/// chunks of 256 KiB kept one of two threads counting two while the other had finished.
+fn chunk_len(len: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let rounds = len.div_ceil(threads * PARALLEL_CHUNK);
+    let count = (rounds * threads).min(len / PARALLEL_CHUNK_MIN).max(1);
+    len.div_ceil(count)
+}
+
+/// `text` cut into chunks of about `size` bytes at places no piece of any pattern crosses:
+/// after a line break, before an ASCII character that is neither whitespace nor `/`. A line
+/// break ends every piece that holds it when no whitespace follows (whitespace pieces end at
+/// their last break; punctuation takes breaks only up to the next non-break, and o200k's
+/// slashes after them too), and a letter or punctuation piece's optional prefix is never a
+/// break. A text with no such place stays whole.
 pub fn chunks(text: &str, size: usize) -> Vec<&str> {
     let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len() / size + 1);
     let mut start = 0;
     while b.len() - start > size {
         let from = start + size;
-        let cut = b[from..].windows(2).position(|w| (w[0] == b'\n' || w[0] == b'\r') && w[1].is_ascii_alphabetic());
+        let cut = b[from..].windows(2).position(|w| (w[0] == b'\n' || w[0] == b'\r') && starts_a_chunk(w[1]));
         match cut {
             Some(k) => {
                 out.push(&text[start..from + k + 1]);
@@ -98,6 +115,13 @@ pub fn chunks(text: &str, size: usize) -> Vec<&str> {
     }
     out.push(&text[start..]);
     out
+}
+
+/// Whether a chunk may start at this byte after a line break ([`chunks`]). With letters
+/// alone, a log whose every line starts with its time had no place to cut and was counted
+/// on one thread.
+fn starts_a_chunk(b: u8) -> bool {
+    b.is_ascii_graphic() && b != b'/'
 }
 
 /// A vocabulary with its pattern: everything counting and encoding need.
@@ -226,7 +250,8 @@ impl Engine {
     /// count after a pause of 20 ms: 2.4 against 1.6 ms, benches/RESULTS.md, 2026-11-27).
     pub fn count(&self, text: &str) -> usize {
         if text.len() >= PARALLEL_MIN {
-            let parts = chunks(text, PARALLEL_CHUNK);
+            let size = chunk_len(text.len(), crate::parallel::threads());
+            let parts = chunks(text, size);
             let counts = crate::parallel::map_largest_first(&parts, text.len(), |p| p.len(), |p| self.count_serial(p));
             return counts.into_iter().sum();
         }
@@ -444,6 +469,65 @@ mod tests {
         assert!(chunks(&unit.repeat(PARALLEL_MIN / unit.len() + 1), PARALLEL_CHUNK).len() >= 2);
         // No cut point: one chunk.
         assert_eq!(chunks(&"x".repeat(1000), 100).len(), 1);
+    }
+
+    /// Every place `chunks` may cut leaves each pattern's pieces as they were: the regex of
+    /// each, run on the chunks, gives the pieces it gives on the whole text. The text puts
+    /// every ASCII character after breaks that follow each kind of piece.
+    #[test]
+    fn chunks_are_cut_where_no_piece_of_any_pattern_crosses() {
+        let before = ["x", "  ", ".", "42", "\u{4E2D}", "'s", " \t", "\u{3000}", "(", "/"];
+        let breaks = ["\n", "\r\n", "\n\n", " \n", "\n\r"];
+        let mut text = String::new();
+        for b in before {
+            for br in breaks {
+                for c in (0x21u8..0x7F).map(char::from) {
+                    text.push_str(&format!("{b}{br}{c}{c}s 1\u{301}"));
+                }
+            }
+        }
+        let split = |re: &fancy_regex::Regex, t: &str| -> Vec<String> {
+            re.find_iter(t).map(|m| m.unwrap().as_str().to_owned()).collect()
+        };
+        let parts = chunks(&text, 1);
+        assert!(parts.len() > 4000, "{} chunks", parts.len());
+        for pattern in [split::CL100K, split::O200K, split::QWEN] {
+            let re = fancy_regex::Regex::new(pattern).unwrap();
+            let chunked: Vec<String> = parts.iter().flat_map(|p| split(&re, p)).collect();
+            assert_eq!(chunked, split(&re, &text), "{pattern}");
+        }
+        // and the engine's own splitter counts the chunks as the whole
+        for name in ["cl100k_base", "o200k_base"] {
+            let enc = OpenAiEncoding::get(name).unwrap();
+            let serial: usize = enc.pieces(&text).unwrap().map(|p| enc.count_piece(p)).sum();
+            assert_eq!(parts.iter().map(|p| enc.count(p)).sum::<usize>(), serial, "{name}");
+        }
+        // A cut before a slash would not be: o200k's punctuation takes it after the break.
+        let re = fancy_regex::Regex::new(split::O200K).unwrap();
+        assert_eq!(split(&re, ".\n/x"), [".\n/", "x"]);
+    }
+
+    #[test]
+    fn chunks_come_in_a_multiple_of_the_threads() {
+        let kib = 1 << 10;
+        let count = |len: usize, threads| len.div_ceil(chunk_len(len, threads));
+        assert_eq!(count(750_000, 2), 4, "a 750 KB log on two threads: two chunks each");
+        assert_eq!(count(512 * kib, 2), 2);
+        assert_eq!(count(10_000_000, 2), 40);
+        assert_eq!(count(10_000_000, 16), 48);
+        assert!(chunk_len(10_000_000, 16) <= PARALLEL_CHUNK);
+        // many threads: as many chunks as the floor allows
+        assert_eq!(count(750_000, 16), 11);
+        assert!(chunk_len(750_000, 16) >= PARALLEL_CHUNK_MIN);
+        assert_eq!(count(750_000, 1), 3);
+        // what `chunks` makes of it: cut a little past each length, the last one shorter
+        let line = "2026-01-01T00:00:00.000Z INFO  api-gateway req=7467 GET /v1/search status=200\n";
+        let text = line.repeat(750_000 / line.len());
+        let parts = chunks(&text, chunk_len(text.len(), 2));
+        assert_eq!(parts.len(), 4);
+        let longest = parts.iter().map(|p| p.len()).max().unwrap();
+        let shortest = parts.iter().map(|p| p.len()).min().unwrap();
+        assert!(longest - shortest < 4 * line.len(), "{longest} against {shortest}");
     }
 
     /// Each embedded encoding, with its vocabulary unpacked apart from the engine's: the
