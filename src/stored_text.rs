@@ -324,19 +324,25 @@ mod tests {
         }
     }
 
+    /// `codes` written from four bytes a character against the reference, and those of them
+    /// that fit from two bytes and from one.
+    fn assert_written_in_every_width(codes: &[u32]) {
+        assert_eq!(written(codes), reference(codes).into_bytes(), "{codes:x?}");
+        let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
+        let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
+        assert_eq!(Stored::Ucs2(&bmp).to_utf8(), reference(&wide), "{bmp:x?}");
+        let latin: Vec<u8> = codes.iter().filter(|&&c| c < 0x100).map(|&c| c as u8).collect();
+        let want: String = latin.iter().map(|&b| char::from(b)).collect();
+        assert_eq!(Stored::Latin1(&latin).to_utf8(), want);
+    }
+
     #[test]
     fn every_width_and_surrogates_match_utf16_decoded_with_replacement() {
         let mut rng = Lcg(7);
         for _ in 0..20_000 {
             let n = (rng.next() % 24) as usize;
             let codes: Vec<u32> = (0..n).map(|_| draw(&mut rng)).collect();
-            assert_eq!(written(&codes), reference(&codes).into_bytes(), "{codes:x?}");
-            let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
-            let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
-            assert_eq!(Stored::Ucs2(&bmp).to_utf8(), reference(&wide), "{bmp:x?}");
-            let latin: Vec<u8> = codes.iter().filter(|&&c| c < 0x100).map(|&c| c as u8).collect();
-            let want: String = latin.iter().map(|&b| char::from(b)).collect();
-            assert_eq!(Stored::Latin1(&latin).to_utf8(), want);
+            assert_written_in_every_width(&codes);
         }
     }
 
@@ -352,13 +358,7 @@ mod tests {
                 codes.extend((0..run).map(|_| rng.next() % 0x80));
                 codes.push(draw(&mut rng));
             }
-            assert_eq!(written(&codes), reference(&codes).into_bytes(), "{codes:x?}");
-            let bmp: Vec<u16> = codes.iter().filter(|&&c| c < 0x10000).map(|&c| c as u16).collect();
-            let wide: Vec<u32> = bmp.iter().map(|&c| u32::from(c)).collect();
-            assert_eq!(Stored::Ucs2(&bmp).to_utf8(), reference(&wide), "{bmp:x?}");
-            let latin: Vec<u8> = codes.iter().filter(|&&c| c < 0x100).map(|&c| c as u8).collect();
-            let want: String = latin.iter().map(|&b| char::from(b)).collect();
-            assert_eq!(Stored::Latin1(&latin).to_utf8(), want);
+            assert_written_in_every_width(&codes);
         }
     }
 
