@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sysconfig
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -47,6 +48,46 @@ def conversations(english: bool | None = None) -> list[str]:
         for conv in data.get("conversations") or []:
             texts.append("\n".join(str(line) for line in conv))
     return texts
+
+
+def agent_messages() -> list[str]:
+    """The texts an agent counts on every turn, from the real agent runs beside the repository
+    (``shared/data/agent-sessions/``, or the folder ``WINDOWFIT_AGENT_SESSIONS`` names): each
+    message's content and each tool call's arguments, every distinct text once (a system
+    prompt repeated in every run would be a whole-text cache's hit, not a count). Raises
+    ``FileNotFoundError`` naming where it looked when the runs are absent."""
+    from _agent_runs import TARBALL, tarball  # tests/: the one place that finds the runs
+
+    archive = tarball()
+    if archive is None:
+        raise FileNotFoundError(
+            f"real agent runs absent: no shared/data/agent-sessions/{TARBALL} beside the "
+            "repository and no WINDOWFIT_AGENT_SESSIONS"
+        )
+    seen: dict[str, None] = {}
+    with tarfile.open(archive) as tar:
+        for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+            f = tar.extractfile(member)
+            try:
+                run = json.load(f) if f is not None else {}
+            except ValueError:  # the archive holds one empty run file
+                continue
+            for message in run.get("messages", []):
+                for text in _message_texts(message):
+                    seen.setdefault(text, None)
+    return list(seen)
+
+
+def _message_texts(message: dict[str, object]) -> list[str]:
+    """A chat message's content (a string or text parts) and its tool calls' arguments."""
+    content = message.get("content")
+    parts = content if isinstance(content, list) else [content]
+    texts = [
+        p if isinstance(p, str) else p.get("text") for p in parts if isinstance(p, (str, dict))
+    ]
+    for call in message.get("tool_calls") or []:  # type: ignore[attr-defined]
+        texts.append((call.get("function") or {}).get("arguments"))
+    return [t for t in texts if isinstance(t, str) and t]
 
 
 def cached_conversations() -> list[str]:

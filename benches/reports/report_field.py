@@ -31,10 +31,13 @@ Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, 
 ``encode_ordinary``); every id is checked against tiktoken's before timing, and tiktoken is a
 peer there.
 
-Corpora (built from installed packages, nothing downloaded): English dialog and
-multilingual dialog (``chatterbot-corpus`` conversations, short texts) and source code (the
-standard library's ``.py`` files, one text per file); on request (``--corpora``) all source
-code (25 MB) and long log texts (four 750 KB slices of ``bench_truncate.py``'s service log).
+Corpora (nothing downloaded): English dialog and multilingual dialog (``chatterbot-corpus``
+conversations, short texts), source code (the standard library's ``.py`` files, one text per
+file) and agent runs (the real agent runs of ``shared/data/agent-sessions/`` or
+``WINDOWFIT_AGENT_SESSIONS``: each distinct message content and tool call's arguments, from a
+one-word reply to a tool's output of 24 KB; skipped with a message where the
+runs are absent); on request (``--corpora``) all source code (25 MB) and long log texts
+(four 750 KB slices of ``bench_truncate.py``'s service log).
 
 Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
   * exactness first: a fresh process counts the corpus and compares every count with tiktoken
@@ -75,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 sys.path.insert(0, str(HERE))
 from _build import require_release  # noqa: E402
-from corpora import code, conversations  # noqa: E402
+from corpora import agent_messages, code, conversations  # noqa: E402
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 PASSES = 5
@@ -89,6 +92,9 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     "English dialog": lambda: conversations(True),
     "multilingual dialog": lambda: conversations(False),
     "source code": code,
+    # what an agent counts every turn: the real agent runs' messages and tool calls, every
+    # distinct text once (skipped, with a message, where the runs are absent)
+    "agent runs": agent_messages,
     # every .py file of the standard library's top two levels (about 25 MB): big enough that
     # every peer spreads a batch over 16 cores (gigatoken encodes a 2 MB batch on one thread)
     "all source code": lambda: code(limit=1 << 40),
@@ -96,7 +102,7 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     # engine counts in chunks on every core and fastokens spreads over its workers
     "long log texts": lambda: long_logs(4, 750_000),
 }
-DEFAULT_CORPORA = ("English dialog", "multilingual dialog", "source code")
+DEFAULT_CORPORA = ("English dialog", "multilingual dialog", "source code", "agent runs")
 
 
 def long_logs(count: int, size: int) -> list[str]:
@@ -446,7 +452,11 @@ def main() -> None:
             ref = reference(name)
             tiktoken_file(name, Path(folder))
             for label in args.corpora:
-                texts = cut(CORPORA[label](), args.quick)
+                try:
+                    texts = cut(CORPORA[label](), args.quick)
+                except FileNotFoundError as exc:
+                    print(f"skipped: {label}: {exc}", file=sys.stderr)
+                    continue
                 versions = passes(texts)
                 expected = [[len(x) for x in ref.encode_ordinary_batch(v)] for v in versions]
                 ids_hashes = [ids_hash(x) for x in ref.encode_ordinary_batch(versions[0])]
