@@ -1,6 +1,7 @@
-"""The field benchmark's corpus of real agent runs: every message's text and every tool call's
-arguments, each distinct text once, read from the archive itself; a clear error where the
-runs are absent (the benchmark skips the corpus on it)."""
+"""The field benchmark's corpus of real agent runs: exactly the distinct texts a model is sent
+(every chat message's content and every tool call's arguments, the runs' closing ``exit``
+records left out), in the order the runs first give them, read here from the archive itself;
+a clear error where the runs are absent (the benchmark skips the corpus on it)."""
 
 from __future__ import annotations
 
@@ -9,50 +10,48 @@ import sys
 import tarfile
 from pathlib import Path
 
-import _agent_runs
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches" / "reports"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benches" / "reports"), str(ROOT / "benches" / "eval")]
+import eval_context  # noqa: E402
 from corpora import agent_messages  # noqa: E402
 
+#: the roles a provider is sent; the runs end with an ``exit`` record, which is none of them
+SENT = ("system", "user", "assistant", "tool")
 
-def _run_messages(name: str) -> list[dict[str, object]]:
-    archive = _agent_runs.tarball()
-    if archive is None:
-        pytest.skip(f"real agent runs absent: no shared/data/agent-sessions/{_agent_runs.TARBALL}")
+
+def _texts_sent(archive: Path) -> list[str]:
+    """Every distinct content and tool call argument of the archive's runs, in name order."""
+    seen: dict[str, None] = {}
     with tarfile.open(archive) as tar:
-        f = tar.extractfile(tar.getmember(name))
-        assert f is not None
-        messages: list[dict[str, object]] = json.load(f)["messages"]
-    return messages
+        for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
+            raw = tar.extractfile(member).read()  # type: ignore[union-attr]
+            if not raw.strip():  # the archive holds one empty run file
+                continue
+            for m in json.loads(raw)["messages"]:
+                if m.get("role") not in SENT:
+                    continue
+                calls = [c["function"]["arguments"] for c in m.get("tool_calls") or []]
+                for text in [m.get("content"), *calls]:
+                    if text:
+                        seen.setdefault(text, None)
+    return list(seen)
 
 
-def test_every_message_text_and_call_argument_is_in_the_corpus_once() -> None:
-    messages = _run_messages(_agent_runs.RUN)
-    texts = agent_messages()
-    assert len(texts) == len(set(texts))
-    corpus = set(texts)
-    contents = [
-        m["content"] for m in messages if isinstance(m.get("content"), str) and m["content"]
-    ]
-    arguments = [
-        c["function"]["arguments"]  # type: ignore[index]
-        for m in messages
-        for c in m.get("tool_calls") or []  # type: ignore[attr-defined]
-    ]
-    assert arguments, "the run chosen for this test makes tool calls"
-    missing = [t[:60] for t in contents + arguments if t not in corpus]
-    assert not missing
-    # a long tool output is one text, not cut into lines
-    longest = max((m["content"] for m in messages if isinstance(m.get("content"), str)), key=len)
-    assert "\n" in longest and longest in corpus
+def test_the_corpus_is_every_text_sent_once() -> None:
+    archive = eval_context.find_agent_data()
+    if archive is None:
+        pytest.skip("real agent runs absent: no shared/data/agent-sessions/ beside the repository")
+    want = _texts_sent(archive)
+    # the archive has tool calls, multi-line outputs and exit records to leave out
+    assert len(want) > 10_000 and any("\n" in t for t in want)
+    assert agent_messages() == want
 
 
 def test_absent_runs_raise_naming_where_they_were_looked_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_agent_runs, "tarball", lambda: None)
-    with pytest.raises(
-        FileNotFoundError, match="shared/data/agent-sessions/.*WINDOWFIT_AGENT_SESSIONS"
-    ):
+    monkeypatch.setattr(eval_context, "find_agent_data", lambda explicit=None: None)
+    with pytest.raises(FileNotFoundError, match="shared/data/agent-sessions/.*WINDOWFIT_EVAL_DATA"):
         agent_messages()

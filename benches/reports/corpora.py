@@ -4,8 +4,8 @@ the field benchmark loads them in peers' fresh processes too)."""
 from __future__ import annotations
 
 import json
+import sys
 import sysconfig
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -51,43 +51,31 @@ def conversations(english: bool | None = None) -> list[str]:
 
 
 def agent_messages() -> list[str]:
-    """The texts an agent counts on every turn, from the real agent runs beside the repository
-    (``shared/data/agent-sessions/``, or the folder ``WINDOWFIT_AGENT_SESSIONS`` names): each
-    message's content and each tool call's arguments, every distinct text once (a system
-    prompt repeated in every run would be a whole-text cache's hit, not a count). Raises
-    ``FileNotFoundError`` naming where it looked when the runs are absent."""
-    from _agent_runs import TARBALL, tarball  # tests/: the one place that finds the runs
+    """The texts an agent sends on every turn, from the real agent runs the context eval reads
+    (``benches/eval/eval_context.py``: ``shared/data/agent-sessions/`` beside the repository,
+    or ``WINDOWFIT_EVAL_DATA``; each run as OpenAI chat messages, its closing ``exit`` record
+    dropped): each message's content and each tool call's arguments, every distinct text once
+    (a system prompt repeated in every run would be a whole-text cache's hit, not a count).
+    Raises ``FileNotFoundError`` naming where it looked when the runs are absent."""
+    # imported here: the eval imports windowfit, which the field's timed processes must not
+    # have imported before they time their load
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
+    import eval_context
 
-    archive = tarball()
+    archive = eval_context.find_agent_data()
     if archive is None:
         raise FileNotFoundError(
-            f"real agent runs absent: no shared/data/agent-sessions/{TARBALL} beside the "
-            "repository and no WINDOWFIT_AGENT_SESSIONS"
+            "real agent runs absent: no shared/data/agent-sessions/ beside the repository and "
+            "no WINDOWFIT_EVAL_DATA"
         )
     seen: dict[str, None] = {}
-    with tarfile.open(archive) as tar:
-        for member in sorted((m for m in tar.getmembers() if m.isfile()), key=lambda m: m.name):
-            f = tar.extractfile(member)
-            try:
-                run = json.load(f) if f is not None else {}
-            except ValueError:  # the archive holds one empty run file
-                continue
-            for message in run.get("messages", []):
-                for text in _message_texts(message):
+    for _, messages in eval_context.agent_runs(archive):
+        for message in messages:
+            calls = message.get("tool_calls") or []
+            for text in [message.get("content"), *(c["function"]["arguments"] for c in calls)]:
+                if isinstance(text, str) and text:
                     seen.setdefault(text, None)
     return list(seen)
-
-
-def _message_texts(message: dict[str, object]) -> list[str]:
-    """A chat message's content (a string or text parts) and its tool calls' arguments."""
-    content = message.get("content")
-    parts = content if isinstance(content, list) else [content]
-    texts = [
-        p if isinstance(p, str) else p.get("text") for p in parts if isinstance(p, (str, dict))
-    ]
-    for call in message.get("tool_calls") or []:  # type: ignore[attr-defined]
-        texts.append((call.get("function") or {}).get("arguments"))
-    return [t for t in texts if isinstance(t, str) and t]
 
 
 def cached_conversations() -> list[str]:

@@ -34,9 +34,9 @@ peer there.
 Corpora (nothing downloaded): English dialog and multilingual dialog (``chatterbot-corpus``
 conversations, short texts), source code (the standard library's ``.py`` files, one text per
 file) and agent runs (the real agent runs of ``shared/data/agent-sessions/`` or
-``WINDOWFIT_AGENT_SESSIONS``: each distinct message content and tool call's arguments, from a
-one-word reply to a tool's output of 24 KB; skipped with a message where the
-runs are absent); on request (``--corpora``) all source code (25 MB) and long log texts
+``WINDOWFIT_EVAL_DATA``: each distinct message content and tool call's arguments sent to the
+model, 15 characters to a tool's output of 24 KB; skipped with a message where the runs are
+absent); on request (``--corpora``) all source code (25 MB) and long log texts
 (four 750 KB slices of ``bench_truncate.py``'s service log).
 
 Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
