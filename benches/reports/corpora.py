@@ -78,6 +78,33 @@ def agent_messages() -> list[str]:
     return list(seen)
 
 
+def files(folder: Path, pattern: str = "*", limit: int = 2_000_000) -> list[str]:
+    """Your own texts: every regular file under ``folder`` whose name matches ``pattern``
+    (``*.rs``; at any depth), whole, in path order, until they hold ``limit`` bytes of UTF-8.
+    A file that is not UTF-8 is left out, and so is a text met before (a whole-text cache
+    would answer it). Raises ``FileNotFoundError`` where the folder is absent or gives no
+    text."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no folder {folder}")
+    seen: dict[str, None] = {}
+    size = 0
+    for path in sorted(folder.rglob(pattern)):
+        if size >= limit:
+            break
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if text and text not in seen:
+            seen[text] = None
+            size += len(text.encode())
+    if not seen:
+        raise FileNotFoundError(f"no UTF-8 text under {folder} matches {pattern!r}")
+    return list(seen)
+
+
 def cached_conversations() -> list[str]:
     """``conversations()``, kept as JSON beside the system's temporary files: parsing its YAML
     costs billions of instructions, which would only add noise to a profile."""

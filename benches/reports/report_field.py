@@ -8,6 +8,7 @@ in fresh processes (markdown out, ``--json`` for the raw numbers).
         --corpora "all source code"                                         # ... on 25 MB batches
     .venv/bin/python benches/reports/report_field.py --json field.json
     .venv/bin/python benches/reports/report_field.py --ids                  # + token ids as lists
+    .venv/bin/python benches/reports/report_field.py --files ~/src/project --glob "*.rs"  # your texts
 
 Contenders (the peers need ``requirements-dev.txt``; a missing one is reported, not fatal):
   * windowfit as users get it: ``wf.Counter(encoding=...)``, the default counter and its
@@ -37,7 +38,10 @@ file) and agent runs (the real agent runs of ``shared/data/agent-sessions/`` or
 ``WINDOWFIT_EVAL_DATA``: each distinct message content and tool call's arguments sent to the
 model, 15 characters to a tool's output of 24 KB; skipped with a message where the runs are
 absent); on request (``--corpora``) all source code (25 MB) and long log texts
-(four 750 KB slices of ``bench_truncate.py``'s service log).
+(four 750 KB slices of ``bench_truncate.py``'s service log). ``--files FOLDER`` times your
+own texts instead (or besides, with ``--corpora``): every UTF-8 file under the folder that
+``--glob`` matches, one text per file, in path order, up to ``--files-limit`` bytes
+(``corpora.files``).
 
 Method, per encoding (cl100k_base, o200k_base) x corpus x contender:
   * exactness first: a fresh process counts the corpus and compares every count with tiktoken
@@ -78,7 +82,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 sys.path.insert(0, str(HERE))
 from _build import require_release  # noqa: E402
-from corpora import agent_messages, code, conversations  # noqa: E402
+from corpora import agent_messages, code, conversations, files  # noqa: E402
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 PASSES = 5
@@ -395,6 +399,17 @@ def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
     return rows
 
 
+def chosen_corpora(args: argparse.Namespace) -> dict[str, Callable[[], list[str]]]:
+    """The corpora to time, by label: ``--corpora`` (the defaults where neither it nor
+    ``--files`` is given), then one per ``--files`` folder."""
+    labels = args.corpora if args.corpora is not None else [] if args.files else DEFAULT_CORPORA
+    chosen = {label: CORPORA[label] for label in labels}
+    for folder in args.files:
+        suffix = "" if args.glob == "*" else f" ({args.glob})"
+        chosen[f"{folder.name}{suffix}"] = lambda f=folder: files(f, args.glob, args.files_limit)
+    return chosen
+
+
 def write_json(path: Path, load: float, cells: list[dict[str, Any]]) -> None:
     path.write_text(json.dumps({"load_start": load, "cells": cells}, indent=1), encoding="utf-8")
 
@@ -409,7 +424,19 @@ def main() -> None:
         "--threads", type=int, nargs="*", default=[], help="batch thread counts to scale over"
     )
     ap.add_argument("--encodings", nargs="*", default=list(ENCODINGS))
-    ap.add_argument("--corpora", nargs="*", default=list(DEFAULT_CORPORA), choices=list(CORPORA))
+    ap.add_argument(
+        "--corpora",
+        nargs="*",
+        choices=list(CORPORA),
+        help=f"default: {', '.join(DEFAULT_CORPORA)} (none with --files)",
+    )
+    ap.add_argument(
+        "--files", type=Path, nargs="*", default=[], help="folders of your own texts, a corpus each"
+    )
+    ap.add_argument("--glob", default="*", help="which files of --files folders (default: all)")
+    ap.add_argument(
+        "--files-limit", type=int, default=2_000_000, help="bytes read from each --files folder"
+    )
     ap.add_argument("--batch-only", action="store_true", help="time batches only (thread scaling)")
     ap.add_argument(
         "--ids",
@@ -447,13 +474,14 @@ def main() -> None:
     if missing:
         print(f"not installed, not timed: {', '.join(missing)}", file=sys.stderr)
     cells = []
+    corpora = chosen_corpora(args)
     with tempfile.TemporaryDirectory() as folder:
         for name in args.encodings:
             ref = reference(name)
             tiktoken_file(name, Path(folder))
-            for label in args.corpora:
+            for label, make in corpora.items():
                 try:
-                    texts = cut(CORPORA[label](), args.quick)
+                    texts = cut(make(), args.quick)
                 except FileNotFoundError as exc:
                     print(f"skipped: {label}: {exc}", file=sys.stderr)
                     continue
