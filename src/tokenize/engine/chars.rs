@@ -18,8 +18,20 @@
 //!    cl100k_base, 207 in o200k_base). A character at a loose boundary starts from its
 //!    bytes, as in tiktoken.
 //!
+//! A piece is also cut where no token can join its two sides ([`Joins`]): between two whole
+//! characters of two bytes or more, at a boundary that is not loose, that no token holds side
+//! by side. No merge can make a part across such a boundary (the part would be a token
+//! holding both characters whole, or one holding part of a character, which makes the
+//! boundary loose), so each side merges as if alone and the piece's count is theirs summed.
+//! A sentence of Chinese falls into runs of a few characters: the lookups that asked whether
+//! a merged word joins its neighbour, nine in ten of them for a token no vocabulary has, are
+//! not made, and no long piece's heap is built.
+//!
 //! A test compares the merge from whole characters with the merge from bytes on random
 //! text of every script the vocabularies know, and the exactness suites with tiktoken.
+
+use hashbrown::HashSet;
+use rustc_hash::FxBuildHasher;
 
 use super::bpe::{self, Seed};
 use super::vocab::{pair_index, Vocab};
@@ -37,12 +49,9 @@ impl Default for Loose {
 }
 
 impl Loose {
-    /// Add the pairs of `token` (none when it is whole characters).
+    /// Add the pairs of `token`, one that is not whole characters ([`Joins::note`] tells).
     #[inline]
     pub fn note(&mut self, token: &[u8]) {
-        if whole_characters(token) {
-            return;
-        }
         for w in token.windows(2).filter(|w| !continues(w[1])) {
             let at = pair_index(w[0], w[1]);
             self.0[at / 64] |= 1 << (at % 64);
@@ -61,6 +70,112 @@ impl Loose {
     fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
+}
+
+/// The pairs of characters that some token holds side by side, each of two bytes or more
+/// and whole (as [`width`] finds them in the token): where two such characters of a piece
+/// stand side by side and no token holds them so, no part of the merge can cross between them
+/// ([`for_each_segment`]). Keyed by the two code points (21 bits each): 16,412 pairs in
+/// o200k_base, 761 in cl100k_base.
+#[derive(Default)]
+pub struct Joins(HashSet<u64, FxBuildHasher>);
+
+impl Joins {
+    /// Room for `pairs` pairs: grown from empty, the set's rehashes cost o200k_base's load
+    /// a millisecond (the vocabulary's loader asks for a tenth of its tokens).
+    pub fn with_capacity(pairs: usize) -> Self {
+        Self(HashSet::with_capacity_and_hasher(pairs, FxBuildHasher))
+    }
+
+    /// Add the pairs of `token`, and tell whether it is whole characters (each byte past
+    /// ASCII inside a whole character, as [`width`] finds them); one that is not adds the
+    /// pairs it holds whole all the same, a set larger than needed only cutting less.
+    pub fn note(&mut self, token: &[u8]) -> bool {
+        let mut whole = true;
+        let mut before = None;
+        let mut i = 0;
+        while i < token.len() {
+            let w = width(token, i);
+            whole &= w > 1 || token[i] < 0x80;
+            let here = (w > 1).then(|| code_point(&token[i..i + w]));
+            if let (Some(a), Some(b)) = (before, here) {
+                self.0.insert(pair_key(a, b));
+            }
+            before = here;
+            i += w;
+        }
+        whole
+    }
+
+    /// Whether some token holds the characters `a` and `b` side by side.
+    #[inline(always)]
+    fn hold(&self, a: u32, b: u32) -> bool {
+        self.0.contains(&pair_key(a, b))
+    }
+
+    /// Pairs held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[inline(always)]
+fn pair_key(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 21) | u64::from(b)
+}
+
+/// The code point of one whole character of 2 to 4 bytes.
+#[inline(always)]
+fn code_point(c: &[u8]) -> u32 {
+    let tail = |k: usize| u32::from(c[k] & 0x3F);
+    match c.len() {
+        2 => (u32::from(c[0] & 0x1F) << 6) | tail(1),
+        3 => (u32::from(c[0] & 0x0F) << 12) | (tail(1) << 6) | tail(2),
+        _ => (u32::from(c[0] & 0x07) << 18) | (tail(1) << 12) | (tail(2) << 6) | tail(3),
+    }
+}
+
+/// `segment(part)` for each part of `piece` that merges alone: the piece cut between two
+/// whole characters of two bytes or more where no token holds the two side by side and
+/// the boundary is not loose (see the module doc). A piece of ASCII is one part.
+#[inline]
+pub fn for_each_segment<'p>(piece: &'p [u8], vocab: &Vocab, mut segment: impl FnMut(&'p [u8])) {
+    if piece.is_ascii() {
+        return segment(piece);
+    }
+    let (joins, loose) = (vocab.joins(), vocab.loose());
+    let mut start = 0;
+    let mut before = None;
+    let mut i = 0;
+    while i < piece.len() {
+        let w = width(piece, i);
+        let here = (w > 1).then(|| code_point(&piece[i..i + w]));
+        if let (Some(a), Some(b)) = (before, here) {
+            if !joins.hold(a, b) && !loose.at(piece[i - 1], piece[i]) {
+                segment(&piece[start..i]);
+                start = i;
+            }
+        }
+        before = here;
+        i += w;
+    }
+    segment(&piece[start..]);
+}
+
+/// Tokens of `piece` by byte-pair merge, each of its segments ([`for_each_segment`]) merged
+/// alone from whole characters ([`WholeChars`]).
+pub fn count(piece: &[u8], vocab: &Vocab) -> usize {
+    let mut n = 0;
+    for_each_segment(piece, vocab, |part| n += bpe::count_from(part, |b| vocab.rank(b), &WholeChars(vocab)));
+    n
+}
+
+/// The parts of `piece` by byte-pair merge, as [`count`] merges it.
+pub fn split<'p>(piece: &'p [u8], vocab: &Vocab) -> Vec<&'p [u8]> {
+    let mut parts = Vec::new();
+    for_each_segment(piece, vocab, |part| parts.extend(bpe::split_from(part, |b| vocab.rank(b), &WholeChars(vocab))));
+    parts
 }
 
 /// A UTF-8 continuation byte (`10xxxxxx`).
@@ -85,19 +200,6 @@ fn width(piece: &[u8], i: usize) -> usize {
         Some(tail) if tail.iter().all(|&b| continues(b)) && !piece.get(i + w).is_some_and(|&b| continues(b)) => w,
         _ => 1,
     }
-}
-
-/// Whether `bytes` are characters whole, as [`width`] finds them.
-fn whole_characters(bytes: &[u8]) -> bool {
-    let mut i = 0;
-    while i < bytes.len() {
-        let w = width(bytes, i);
-        if w == 1 && bytes[i] >= 0x80 {
-            return false;
-        }
-        i += w;
-    }
-    true
 }
 
 /// The seed of a piece's merge: each character of two bytes or more whose boundaries in the
@@ -212,6 +314,34 @@ mod tests {
         }
     }
 
+    /// The property the cuts rest on, checked on every token: a token's own bytes are never
+    /// cut, so no part a merge makes is.
+    #[test]
+    fn no_token_is_cut() {
+        for (name, vocab) in vocabularies() {
+            for rank in 0..vocab.len() as u32 {
+                let token = vocab.bytes(rank).unwrap();
+                let mut parts = Vec::new();
+                for_each_segment(token, &vocab, |p| parts.push(p));
+                assert_eq!(parts, [token], "{name}: token {rank} {:?}", String::from_utf8_lossy(token));
+            }
+        }
+    }
+
+    #[test]
+    fn chinese_is_cut_into_runs_that_merge_alone() {
+        // 16,412 pairs of whole characters in o200k_base, 761 in cl100k_base
+        for (name, vocab) in vocabularies() {
+            assert!((500..40_000).contains(&vocab.joins().len()), "{name}: {}", vocab.joins().len());
+            let text = "我昨天和朋友一起去看了一部科幻电影，我们都觉得非常精彩".as_bytes();
+            let mut parts = Vec::new();
+            for_each_segment(text, &vocab, |p| parts.push(p));
+            assert!(parts.len() >= 4, "{name}: {} parts", parts.len());
+            assert_eq!(parts.concat(), text);
+            assert_eq!(split(text, &vocab), bpe::split(text, |b| vocab.rank(b)), "{name}");
+        }
+    }
+
     /// Random pieces of the scripts the vocabularies know, with the bytes around loose pairs
     /// (spaces, Cyrillic, Devanagari, emoji, characters cut off), merged from whole characters
     /// and from bytes: the same parts.
@@ -260,6 +390,8 @@ mod tests {
                 let from_chars = bpe::split_from(&piece, rank, &WholeChars(&vocab));
                 assert_eq!(from_chars, from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
                 assert_eq!(bpe::count_from(&piece, rank, &WholeChars(&vocab)), from_bytes.len(), "{name}");
+                assert_eq!(split(&piece, &vocab), from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
+                assert_eq!(count(&piece, &vocab), from_bytes.len(), "{name}");
             }
         }
     }

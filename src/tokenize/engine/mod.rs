@@ -190,15 +190,16 @@ impl Engine {
     }
 
     /// Tokens of `piece` by byte-pair merge, started from whole characters where that gives
-    /// the same merge ([`chars`]): for Chinese, a lookup per character where the merge from
-    /// bytes made two merges.
+    /// the same merge, and cut where no token crosses ([`chars`]): for Chinese, a lookup per
+    /// character where the merge from bytes made two merges, and runs of a few characters
+    /// merged alone.
     fn merge_count(&self, piece: &[u8]) -> usize {
-        bpe::count_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
+        chars::count(piece, self.vocab)
     }
 
-    /// The parts of `piece` by byte-pair merge, started as [`Self::merge_count`]'s.
+    /// The parts of `piece` by byte-pair merge, as [`Self::merge_count`] merges it.
     fn merge_split<'p>(&self, piece: &'p [u8]) -> Vec<&'p [u8]> {
-        bpe::split_from(piece, |b| self.rank(b), &chars::WholeChars(self.vocab))
+        chars::split(piece, self.vocab)
     }
 
     /// Tokens of the piece made of the first `n` bytes of `rest` (the text from its start:

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use bpe::byte_pair_encoding::BytePairEncoding;
 use rustc_hash::FxHashMap;
 
-use super::chars::Loose;
+use super::chars::{Joins, Loose};
 
 /// Bytes a packed key holds.
 pub const SHORT: usize = 15;
@@ -147,6 +147,8 @@ pub struct Vocab {
     every_byte: bool,
     /// Where a token may take part of a character with a neighbour ([`super::chars`]).
     loose: Loose,
+    /// Which whole characters some token holds side by side ([`super::chars::Joins`]).
+    joins: Joins,
     /// Whether each character of three bytes is one token, a bit per code point: a merge from
     /// whole characters asks it once per character of Chinese ([`Vocab::char3`]), where the
     /// merge from bytes made two merges and four lookups.
@@ -161,10 +163,6 @@ const NO_RANK: u32 = u32::MAX;
 pub(super) fn pair_index(a: u8, b: u8) -> usize {
     (usize::from(a) << 8) | usize::from(b)
 }
-
-/// The high bit of every byte of a packed key: set in one where the token has a byte past
-/// ASCII (the length byte never has it).
-const HIGH_BITS: u128 = u128::from_ne_bytes([0x80; 16]);
 
 /// The code point of `bytes` if they are one character of three bytes.
 #[inline(always)]
@@ -197,6 +195,7 @@ impl Vocab {
         let mut long = FxHashMap::default();
         let mut pairs = vec![NO_RANK; 1 << 16].into_boxed_slice();
         let mut loose = Loose::default();
+        let mut joins = Joins::with_capacity(tokens.len() / 10);
         let mut chars3 = vec![0u64; (1 << 16) / 64].into_boxed_slice();
         for (rank, &t) in tokens.iter().enumerate() {
             if let [a, b] = *t {
@@ -205,26 +204,30 @@ impl Vocab {
             if let Some(at) = char3_index(t) {
                 chars3[at / 64] |= 1 << (at % 64);
             }
-            if t.len() <= SHORT {
-                let key = pack(t);
-                if key & HIGH_BITS != 0 {
-                    loose.note(t);
-                }
-                short.insert(key, rank as u32);
-            } else {
+            if !t.is_ascii() && !joins.note(t) {
                 loose.note(t);
+            }
+            if t.len() <= SHORT {
+                short.insert(pack(t), rank as u32);
+            } else {
                 long.insert(t, rank as u32);
             }
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
         let every_byte = (0..=255u8).all(|b| short.get(pack(&[b])).is_some());
-        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, chars3 }
+        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, joins, chars3 }
     }
 
     /// Where a token may take part of a character with a neighbour.
     #[inline(always)]
     pub fn loose(&self) -> &Loose {
         &self.loose
+    }
+
+    /// Which whole characters some token holds side by side.
+    #[inline(always)]
+    pub fn joins(&self) -> &Joins {
+        &self.joins
     }
 
     /// Bytes of the longest token.
