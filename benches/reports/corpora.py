@@ -78,6 +78,30 @@ def agent_messages() -> list[str]:
     return list(seen)
 
 
+def memorybank_messages() -> list[str]:
+    """Real multi-day dialogs, Chinese and English, as the recall eval reads them
+    (``benches/eval/eval_recall.py``: ``shared/data/dialogs-memorybank/`` beside the
+    repository): every distinct message, the Chinese dialogs' first. Raises
+    ``FileNotFoundError`` where they are absent."""
+    # imported here, as agent_messages' reader: the eval imports windowfit
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
+    import eval_recall
+
+    folder = eval_recall.find_memorybank(None)
+    if folder is None:
+        raise FileNotFoundError(
+            "the MemoryBank dialogs are absent: no shared/data/dialogs-memorybank/ beside the "
+            "repository"
+        )
+    seen: dict[str, None] = {}
+    for language in ("zh", "en"):
+        for conversation in eval_recall.memorybank_conversations(folder, language):
+            for message in conversation.messages:
+                if message["content"]:
+                    seen.setdefault(message["content"], None)
+    return list(seen)
+
+
 def files(folder: Path, pattern: str = "*", limit: int = 2_000_000) -> list[str]:
     """Your own texts: every regular file under ``folder`` whose name matches ``pattern``
     (``*.rs``; at any depth), whole, in path order, until they hold ``limit`` bytes of UTF-8.

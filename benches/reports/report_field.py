@@ -37,6 +37,8 @@ conversations, short texts), source code (the standard library's ``.py`` files, 
 file) and agent runs (the real agent runs of ``shared/data/agent-sessions/`` or
 ``WINDOWFIT_EVAL_DATA``: each distinct message content and tool call's arguments sent to the
 model, 15 characters to a tool's output of 24 KB; skipped with a message where the runs are
+absent) and MemoryBank dialog (the real Chinese and English multi-day dialogs of
+``shared/data/dialogs-memorybank/``, each distinct message, 2,258 texts; skipped where
 absent); on request (``--corpora``) all source code (25 MB) and long log texts
 (four 750 KB slices of ``bench_truncate.py``'s service log). ``--files FOLDER`` times your
 own texts instead (or besides, with ``--corpora``): every UTF-8 file under the folder that
@@ -82,7 +84,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 sys.path.insert(0, str(HERE))
 from _build import require_release  # noqa: E402
-from corpora import agent_messages, code, conversations, files  # noqa: E402
+from corpora import agent_messages, code, conversations, files, memorybank_messages  # noqa: E402
 
 ENCODINGS = ("cl100k_base", "o200k_base")
 PASSES = 5
@@ -99,6 +101,9 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     # what an agent counts every turn: the real agent runs' messages and tool calls, every
     # distinct text once (skipped, with a message, where the runs are absent)
     "agent runs": agent_messages,
+    # real multi-day dialogs, Chinese and English, every distinct message once (skipped, with
+    # a message, where the dialogs are absent)
+    "MemoryBank dialog": memorybank_messages,
     # every .py file of the standard library's top two levels (about 25 MB): big enough that
     # every peer spreads a batch over 16 cores (gigatoken encodes a 2 MB batch on one thread)
     "all source code": lambda: code(limit=1 << 40),
@@ -106,7 +111,13 @@ CORPORA: dict[str, Callable[[], list[str]]] = {
     # engine counts in chunks on every core and fastokens spreads over its workers
     "long log texts": lambda: long_logs(4, 750_000),
 }
-DEFAULT_CORPORA = ("English dialog", "multilingual dialog", "source code", "agent runs")
+DEFAULT_CORPORA = (
+    "English dialog",
+    "multilingual dialog",
+    "source code",
+    "agent runs",
+    "MemoryBank dialog",
+)
 
 
 def long_logs(count: int, size: int) -> list[str]:
