@@ -100,3 +100,16 @@ def endless_writer(
 def spawn() -> Any:
     """A multiprocessing context whose children start fresh (like real worker processes)."""
     return multiprocessing.get_context("spawn")
+
+
+def open_worker(paths: list[str], barrier: Any, out: Any) -> None:
+    """Open a new store at each of ``paths`` at the same moment as the other workers (the
+    barrier before each); put the errors met, as text."""
+    errors = []
+    for path in paths:
+        barrier.wait(timeout=120)
+        try:
+            SQLiteStore(path).close()
+        except Exception as exc:  # every failure goes back to the test, which names it
+            errors.append(repr(exc))
+    out.put(errors)

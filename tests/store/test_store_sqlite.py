@@ -16,6 +16,7 @@ from _store_reliability import (
     check_concurrent_state,
     check_sigkill_mid_appends,
 )
+from _store_workers import open_worker, spawn
 from windowfit.session import Session
 from windowfit.store import SQLiteStore, StoreCorruptError, StoreError
 
@@ -62,6 +63,28 @@ def test_processes_append_concurrently(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_processes_save_state_concurrently(tmp_path: Path) -> None:
     check_concurrent_state(spec(tmp_path / "st.db"), writers=4, rounds=25)
+
+
+def test_processes_open_one_new_store_together(tmp_path: Path) -> None:
+    # The first opens switch the new file to WAL; two that each hold a read lock while asking
+    # deadlock, and SQLite refuses one at once ("database is locked", its busy timeout never
+    # waited). Eight processes, twenty new files: before the switch was retried, 4 of 20
+    # rounds failed an open.
+    ctx = spawn()
+    processes = 8
+    paths = [str(tmp_path / f"new-{k}.db") for k in range(20)]
+    barrier, out = ctx.Barrier(processes), ctx.Queue()
+    procs = [ctx.Process(target=open_worker, args=(paths, barrier, out)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    errors = [e for _ in procs for e in out.get(timeout=300)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert errors == []
+    for path in paths:
+        with raw(Path(path)) as c:
+            assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 @pytest.mark.slow

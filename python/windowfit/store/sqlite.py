@@ -130,13 +130,34 @@ class SQLiteStore(BaseStore):
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
-            # WAL: readers never block the writer nor each other, and commits are atomic
-            # under crashes. The mode is stored in the file; ":memory:" stays "memory".
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._use_wal(conn)
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
         except sqlite3.DatabaseError as exc:
             raise self._open_error(exc) from exc
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Put the file in WAL mode: readers never block the writer nor each other, and commits
+        are atomic under crashes. The mode is the file's: once it is WAL there is nothing to
+        switch, and reading it waits on locks as any read does (":memory:" stays "memory").
+        Switching needs the file alone, and two processes that each hold a read lock while asking for it deadlock: SQLite
+        answers one of them "locked" at once, its busy handler never run. Several processes
+        opening one new store together failed so (4 of 20 rounds of 8). So the switch is retried,
+        its locks let go between tries, until the store's timeout."""
+        deadline = time.monotonic() + self._timeout
+        pause = 0.001
+        while True:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode in ("wal", "memory"):
+                return
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _open_error(self, exc: sqlite3.DatabaseError) -> StoreError:
         if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
