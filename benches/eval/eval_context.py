@@ -57,7 +57,7 @@ DIALOG_MODEL = "gpt-4o"
 DIALOG_WINDOW = 8192
 AGENT_MODEL = "deepseek-chat"
 AGENT_WINDOW = 16384
-_ARCHIVE = "mini-swe-agent-deepseek-60.tar.gz"
+ARCHIVE = "mini-swe-agent-deepseek-60.tar.gz"
 _CLOSING = {
     "en": "Before we wrap up, can you recap the important things I have told you?",
     "zh": "最后，能帮我回顾一下我之前告诉过你的重要事情吗？",
@@ -371,10 +371,10 @@ def find_agent_data(explicit: str | None = None) -> Path | None:
     for candidate in (explicit, os.environ.get("WINDOWFIT_EVAL_DATA")):
         if candidate:
             p = Path(candidate)
-            p = p / _ARCHIVE if p.is_dir() else p
+            p = p / ARCHIVE if p.is_dir() else p
             return p if p.is_file() else None
     for parent in Path(__file__).resolve().parents:
-        p = parent / "shared" / "data" / "agent-sessions" / _ARCHIVE
+        p = parent / "shared" / "data" / "agent-sessions" / ARCHIVE
         if p.is_file():
             return p
     return None
@@ -563,7 +563,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if archive is None:
             result["agent_runs"] = None
             logger.warning(
-                "agent runs skipped: %s not found (give --data or WINDOWFIT_EVAL_DATA)", _ARCHIVE
+                "agent runs skipped: %s not found (give --data or WINDOWFIT_EVAL_DATA)", ARCHIVE
             )
         else:
             counter = wf.Counter(model=AGENT_MODEL)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _agent_runs import TARBALL, tarball
+from _agent_runs import ABSENT, tarball
 from _corpus import tiktoken_o200k
 
 ENC = tiktoken_o200k()
@@ -68,7 +68,7 @@ def test_the_pin_can_be_released() -> None:
 def _real_runs(limit: int) -> list[list[dict[str, Any]]]:
     tb = tarball()
     if tb is None:
-        pytest.skip(f"real agent runs absent: no shared/data/agent-sessions/{TARBALL} found")
+        pytest.skip(ABSENT)
     runs = []
     with tarfile.open(tb) as tar:
         for member in tar.getmembers():
