@@ -75,3 +75,13 @@ def test_the_defaults_run_unless_files_are_given(tmp_path: Path) -> None:
         _args("files", [tmp_path / "proj"], "corpora", ["source code"])
     )
     assert list(both) == ["source code", "proj"]
+
+
+def test_two_folders_of_one_name_are_two_corpora(tmp_path: Path) -> None:
+    _write(tmp_path / "a" / "src", "x.rs", b"fn a() {}\n")
+    _write(tmp_path / "b" / "src", "x.rs", b"fn b() {}\n")
+    chosen = report_field.chosen_corpora(
+        _args("files", [tmp_path / "a" / "src", tmp_path / "b" / "src"])
+    )
+    assert list(chosen) == ["src", str(tmp_path / "b" / "src")]
+    assert [make() for make in chosen.values()] == [["fn a() {}\n"], ["fn b() {}\n"]]

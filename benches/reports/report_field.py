@@ -413,11 +413,16 @@ def ratio_rows(cell: dict[str, Any], mb: float, modes: list[str]) -> list[str]:
 def chosen_corpora(args: argparse.Namespace) -> dict[str, Callable[[], list[str]]]:
     """The corpora to time, by label: ``--corpora`` (the defaults where neither it nor
     ``--files`` is given), then one per ``--files`` folder."""
-    labels = args.corpora if args.corpora is not None else [] if args.files else DEFAULT_CORPORA
+    labels = args.corpora
+    if labels is None:
+        labels = [] if args.files else DEFAULT_CORPORA
     chosen = {label: CORPORA[label] for label in labels}
+    suffix = "" if args.glob == "*" else f" ({args.glob})"
     for folder in args.files:
-        suffix = "" if args.glob == "*" else f" ({args.glob})"
-        chosen[f"{folder.name}{suffix}"] = lambda f=folder: files(f, args.glob, args.files_limit)
+        label = f"{folder.name}{suffix}"
+        if label in chosen:  # two folders of one name (a/src, b/src): told apart by their path
+            label = f"{folder}{suffix}"
+        chosen[label] = lambda f=folder: files(f, args.glob, args.files_limit)
     return chosen
 
 
