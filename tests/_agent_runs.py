@@ -16,10 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches" / "eval"))
 from eval_context import ARCHIVE, find_agent_data  # noqa: E402
 
-TARBALL = ARCHIVE
 #: why a test of the runs skips
 ABSENT = (
-    f"real agent runs absent: no shared/data/agent-sessions/{TARBALL} beside the repository "
+    f"real agent runs absent: no shared/data/agent-sessions/{ARCHIVE} beside the repository "
     "and none named by WINDOWFIT_EVAL_DATA"
 )
 #: a mid-sized run (77 messages, about 18k tokens) and the run file recorded empty

@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from _agent_runs import ABSENT
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benches" / "reports"), str(ROOT / "benches" / "eval")]
@@ -45,7 +46,7 @@ def _texts_sent(archive: Path) -> list[str]:
 def test_the_corpus_is_every_text_sent_once() -> None:
     archive = eval_context.find_agent_data()
     if archive is None:
-        pytest.skip("real agent runs absent: no shared/data/agent-sessions/ beside the repository")
+        pytest.skip(ABSENT)
     want = _texts_sent(archive)
     # the archive has tool calls, multi-line outputs and exit records to leave out
     assert len(want) > 10_000 and any("\n" in t for t in want)

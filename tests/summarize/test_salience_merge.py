@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _agent_runs import tarball
+from _agent_runs import ABSENT, tarball
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from windowfit.summarize import near_duplicates
@@ -111,7 +111,7 @@ def test_merge_matches_pairwise_on_memorybank(lang: str) -> None:
 def test_merge_matches_pairwise_on_agent_runs(tmp_path: Path) -> None:
     tb = tarball()
     if tb is None:
-        pytest.skip("real agent runs absent (shared/data/agent-sessions/)")
+        pytest.skip(ABSENT)
     with tarfile.open(tb) as tar:
         members = sorted(
             (m for m in tar.getmembers() if m.name.endswith(".traj.json")), key=lambda m: m.name
