@@ -204,6 +204,8 @@ impl Vocab {
             if let Some(at) = char3_index(t) {
                 chars3[at / 64] |= 1 << (at % 64);
             }
+            // one walk of the token's characters notes its pairs and tells whether it is whole
+            // characters; one that is not is where a token may take part of one
             if !t.is_ascii() && !joins.note(t) {
                 loose.note(t);
             }
