@@ -44,15 +44,23 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 
 /// [`split`], the merge started from `seed`'s parts.
 pub fn split_from<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> Vec<&'p [u8]> {
+    let mut parts = Vec::new();
+    split_into(piece, rank, seed, &mut parts);
+    parts
+}
+
+/// [`split_from`], the parts appended to `out`: a piece merged in runs ([`super::chars`])
+/// fills one list, where a list a run cost an allocation a Chinese character with cl100k_base.
+pub fn split_into<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed, out: &mut Vec<&'p [u8]>) {
     if piece.len() >= LONG_PIECE {
-        return merge_long(piece, &rank, seed);
+        return out.extend(merge_long(piece, &rank, seed));
     }
     if piece.len() < 2 {
-        return vec![piece];
+        return out.push(piece);
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
     let len = merge_short(piece, &rank, seed, &mut parts);
-    parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]).collect()
+    out.extend(parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]));
 }
 
 /// How many parts [`split`] gives `piece`, without building them: a piece shorter than

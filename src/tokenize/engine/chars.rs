@@ -174,7 +174,7 @@ pub fn count(piece: &[u8], vocab: &Vocab) -> usize {
 /// The parts of `piece` by byte-pair merge, as [`count`] merges it.
 pub fn split<'p>(piece: &'p [u8], vocab: &Vocab) -> Vec<&'p [u8]> {
     let mut parts = Vec::new();
-    for_each_segment(piece, vocab, |part| parts.extend(bpe::split_from(part, |b| vocab.rank(b), &WholeChars(vocab))));
+    for_each_segment(piece, vocab, |part| bpe::split_into(part, |b| vocab.rank(b), &WholeChars(vocab), &mut parts));
     parts
 }
 
