@@ -26,14 +26,9 @@ RUN = "output_deepseek_chat_test_1-100_django__django-13658_django__django-13658
 EMPTY_RUN = "output_deepseek_chat_test_1-100_django__django-13220_django__django-13220.traj.json"
 
 
-def tarball() -> Path | None:
-    """The archive of the runs, or ``None`` where it is absent."""
-    return find_agent_data()
-
-
 def extract(dest: Path, *names: str) -> list[Path]:
     """Extract the named run files into ``dest``; skips the test when the data is absent."""
-    tb = tarball()
+    tb = find_agent_data()
     if tb is None:
         pytest.skip(ABSENT)
     with tarfile.open(tb) as tar:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _agent_runs import ABSENT, tarball
+from _agent_runs import ABSENT, find_agent_data
 from _corpus import tiktoken_o200k
 
 ENC = tiktoken_o200k()
@@ -66,7 +66,7 @@ def test_the_pin_can_be_released() -> None:
 
 
 def _real_runs(limit: int) -> list[list[dict[str, Any]]]:
-    tb = tarball()
+    tb = find_agent_data()
     if tb is None:
         pytest.skip(ABSENT)
     runs = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import windowfit as wf
-from _agent_runs import ABSENT, tarball
+from _agent_runs import ABSENT, find_agent_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from windowfit.summarize import near_duplicates
@@ -109,7 +109,7 @@ def test_merge_matches_pairwise_on_memorybank(lang: str) -> None:
 
 
 def test_merge_matches_pairwise_on_agent_runs(tmp_path: Path) -> None:
-    tb = tarball()
+    tb = find_agent_data()
     if tb is None:
         pytest.skip(ABSENT)
     with tarfile.open(tb) as tar:

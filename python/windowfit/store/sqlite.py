@@ -140,10 +140,11 @@ class SQLiteStore(BaseStore):
         """Put the file in WAL mode: readers never block the writer nor each other, and commits
         are atomic under crashes. The mode is the file's: once it is WAL there is nothing to
         switch, and reading it waits on locks as any read does (":memory:" stays "memory").
-        Switching needs the file alone, and two processes that each hold a read lock while asking for it deadlock: SQLite
-        answers one of them "locked" at once, its busy handler never run. Several processes
-        opening one new store together failed so (4 of 20 rounds of 8). So the switch is retried,
-        its locks let go between tries, until the store's timeout."""
+        Switching needs the file alone, and two processes that each hold a read lock while
+        asking for it deadlock: SQLite answers one of them "locked" at once, its busy handler
+        never run. Several processes opening one new store together failed so (4 of 20 rounds
+        of 8). So the switch is retried, its locks let go between tries, until the store's
+        timeout."""
         deadline = time.monotonic() + self._timeout
         pause = 0.001
         while True:
