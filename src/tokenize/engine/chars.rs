@@ -125,7 +125,9 @@ fn pair_key(a: u32, b: u32) -> u64 {
     (u64::from(a) << 21) | u64::from(b)
 }
 
-/// The code point of one whole character of 2 to 4 bytes.
+/// The code point of one whole character of 2 to 4 bytes, its width known: the splitter's
+/// decoder (`split::char_at`), which finds the width again, made the Chinese dialog's first
+/// pass 0.98x as fast (paired fresh processes, 7 of 8 pairs at or below 1.00x).
 #[inline(always)]
 fn code_point(c: &[u8]) -> u32 {
     let tail = |k: usize| u32::from(c[k] & 0x3F);
