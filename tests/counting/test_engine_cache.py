@@ -242,7 +242,12 @@ def test_texts_of_one_template_are_not_taken_for_one_another() -> None:
     counts = [c.count(t) for t in texts]
     assert counts == [len(ids) for ids in tiktoken_cl100k().encode_ordinary_batch(texts)]
     info = c.cache_info()
-    assert (info["size"], info["hits"], info["misses"]) == (0, 0, 200)
+    # Told apart, none is found and next to none kept (the 199 after the first were before).
+    # Not none: the table of heads is the process's, and where other tests have set a
+    # quarter of its bits, a text whose head shares a set with another of these (whose tags
+    # are all one) is taken in early now and then, as the admission allows (src/cache/admit.rs).
+    assert (info["hits"], info["misses"]) == (0, 200)
+    assert info["size"] <= 4, info
 
 
 def test_a_batch_caches_its_texts_from_their_second_count() -> None:
