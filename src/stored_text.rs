@@ -144,7 +144,7 @@ const RUN: usize = 8;
 /// at 2,380 against 675 MB/s, Chinese dialog at 2,820 against 960-1,020 MB/s. A step of
 /// ASCII is narrowed a byte a lane, no compress: with the compress for every step a log in
 /// ASCII quoting a Chinese name now and then (stored two bytes a character) was written at
-/// 3,300-3,500 MB/s against the block copy's 5,900-7,700; narrowed, 7,600-8,700.
+/// 3,300-3,500 MB/s against the block copy's 5,900-7,700; narrowed, 5,100-8,700.
 fn write_units<U: Unit>(units: &[U], out: &mut Vec<u8>) {
     write_units_with(units, out, simd::available())
 }
