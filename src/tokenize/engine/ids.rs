@@ -9,13 +9,13 @@
 //! The ids of all pieces kept lie end to end in one vector; each piece maps to its span.
 //! Short pieces are keyed packed ([`super::vocab::pack`]), longer ones by their bytes. In
 //! front of both the vocabulary and the spans, a direct-mapped hot table of [`HOT_SLOTS`]
-//! short pieces (512 KiB, within a core's second-level cache) answers a piece met recently,
-//! of one token or more, with one probe: the vocabulary's table is megabytes, and a probe of
+//! short pieces (2 MiB) answers a piece met recently, of one token or more, with one probe
+//! (up to three ids held in its slot): the vocabulary's table is megabytes, and a probe of
 //! it missed the core's caches for most pieces of code. Pieces of one token are kept in the
 //! hot table only. Once the cache holds its bound of pieces, or a piece more would take it
-//! past [`BYTES`], it is emptied whole: the benchmark corpora hold at most 21,322 pieces of
-//! more than one token each (multilingual dialog, cl100k), under the default bound of
-//! [`ENTRIES`]. The bytes all such caches hold are counted ([`usage`],
+//! past [`BYTES`], it is emptied, all but the hot slots that hold their ids themselves: the
+//! benchmark corpora hold at most 21,322 pieces of more than one token each (multilingual
+//! dialog, cl100k), under the default bound of [`ENTRIES`]. The bytes all such caches hold are counted ([`usage`],
 //! `cache_info()["id_cache_bytes"]`): bounded by pieces alone, a thread's cache of 256-byte
 //! pieces could reach some 30 MB that nothing reported.
 
@@ -43,8 +43,13 @@ pub fn usage() -> usize {
     HELD.load(Ordering::Relaxed)
 }
 
-/// Slots of the hot table: 2^14 of 32 bytes.
-pub const HOT_SLOTS: usize = 1 << 14;
+/// Slots of the hot table: 2^16 of 32 bytes (2 MiB). Source code's and the agent runs'
+/// pieces met one another in the slots of a table of 2^14 (512 KiB, within a core's
+/// second-level cache), each miss then asked of the vocabulary and the spans: with 2^16 their
+/// steady `encode` is 1.15x and 1.09x as fast (o200k); first passes are the same, English
+/// dialog's within 4% (benches/RESULTS.md, 2026-12-07). Grown from 2^14 once 2^14 pieces had
+/// missed, source code's first pass waited on the new pages (0.96x).
+pub const HOT_SLOTS: usize = 1 << 16;
 
 /// Where a piece's ids lie in [`IdCache::ids`].
 #[derive(Clone, Copy)]
@@ -53,14 +58,31 @@ struct Span {
     len: u32,
 }
 
-/// A hot table's slot: a packed short piece and its one id (`len` 0) or its span. An empty
-/// slot's key is 0, which no piece packs to (the length is packed with the bytes).
+/// Ids a hot slot holds beside its key; a piece of more tokens keeps its span there.
+const INLINE: usize = 3;
+
+/// A hot table's slot: a packed short piece and its ids, up to [`INLINE`] of them in the
+/// slot itself (nearly every piece: one load answers it, where a span into the ids was a
+/// second load, and a copy call for each piece of two tokens), more as the start of their
+/// span. An empty slot's key is 0, which no piece packs to (the length is packed with the
+/// bytes).
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(32))]
 struct Hot {
     key: u128,
-    first: u32,
+    ids: [u32; INLINE],
     len: u32,
+}
+
+impl Hot {
+    /// The slot of `key` whose ids are `ids`, kept at `span` in the cache's ids.
+    fn of(key: u128, span: Span, ids: &[u32]) -> Self {
+        let mut inline = [span.start, 0, 0];
+        if ids.len() <= INLINE {
+            inline[..ids.len()].copy_from_slice(ids);
+        }
+        Hot { key, ids: inline, len: ids.len() as u32 }
+    }
 }
 
 /// One thread's ids of pieces for one vocabulary.
@@ -108,9 +130,17 @@ impl IdCache {
         if slot.key != key {
             return false;
         }
-        match slot.len {
-            0 => out.push(slot.first),
-            _ => out.extend_from_slice(self.ids_of(Span { start: slot.first, len: slot.len })),
+        let n = slot.len as usize;
+        if n <= INLINE {
+            out.reserve(INLINE);
+            // SAFETY: room for INLINE more ids was reserved; the first `n` written are the
+            // piece's ids, and only they are taken into the length.
+            unsafe {
+                out.as_mut_ptr().add(out.len()).cast::<[u32; INLINE]>().write_unaligned(slot.ids);
+                out.set_len(out.len() + n);
+            }
+        } else {
+            out.extend_from_slice(self.ids_of(Span { start: slot.ids[0], len: slot.len }));
         }
         true
     }
@@ -120,7 +150,7 @@ impl IdCache {
     #[inline(always)]
     pub fn keep_token(&mut self, key: u128, id: u32, bound: usize) {
         if bound > 0 {
-            self.keep_hot(Hot { key, first: id, len: 0 });
+            self.keep_hot(Hot { key, ids: [id, 0, 0], len: 1 });
         }
     }
 
@@ -148,7 +178,8 @@ impl IdCache {
                 None => return,
             },
         };
-        self.keep_hot(Hot { key, first: span.start, len: span.len });
+        let slot = Hot::of(key, span, self.ids_of(span));
+        self.keep_hot(slot);
     }
 
     /// As [`Self::extend_short`], for a piece longer than a packed key.
@@ -218,8 +249,9 @@ impl IdCache {
             self.short.clear();
             self.long.clear();
             self.ids.clear();
-            // the hot table's spans point into the ids just dropped
-            self.hot.iter_mut().for_each(|slot| *slot = Hot::default());
+            // the hot table's spans point into the ids just dropped (its slots that hold
+            // their ids stay)
+            self.hot.iter_mut().filter(|slot| slot.len as usize > INLINE).for_each(|slot| *slot = Hot::default());
             self.reported.publish(self.bytes());
         }
         let span = Span { start: self.ids.len() as u32, len: ids.len() as u32 };
@@ -267,11 +299,19 @@ mod tests {
         assert!(cache.extend_hot(5, &mut out) && cache.extend_hot(6, &mut out));
         assert!(!cache.extend_hot(7, &mut out));
         assert_eq!(out, [1, 2, 99, 1, 2]);
-        // Emptied at its bound: the hot spans go with the ids, tokens too.
+        // A piece of more ids than a slot holds is answered from its span.
+        cache.extend_short(8, 10, &mut out, |o| o.extend([7, 6, 5, 4]));
+        out.clear();
+        assert!(cache.extend_hot(8, &mut out) && cache.extend_hot(6, &mut out));
+        assert_eq!(out, [7, 6, 5, 4, 1, 2]);
+        // Emptied at its bound: the hot spans go with the ids; the slots holding their ids stay.
         for key in 100..111u128 {
             cache.extend_short(key, 10, &mut out, |o| o.push(0));
         }
-        assert!(!cache.extend_hot(6, &mut out) && !cache.extend_hot(5, &mut out));
+        assert!(!cache.extend_hot(8, &mut out));
+        out.clear();
+        assert!(cache.extend_hot(6, &mut out) && cache.extend_hot(5, &mut out));
+        assert_eq!(out, [1, 2, 99]);
         // Nothing kept with the caches off.
         let mut off = IdCache::default();
         off.keep_token(5, 99, 0);
