@@ -59,8 +59,28 @@ pub fn split_into<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed
         return out.push(piece);
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
-    let len = merge_short(piece, &rank, seed, &mut parts);
+    let len = merge_short(piece, &rank, seed, &mut parts, &mut ());
     out.extend(parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]));
+}
+
+/// The token ids of [`split_into`]'s parts, appended to `out`: a part the merge made is the
+/// token of the pair's rank, so only the parts the seed gave are looked up (each part looked
+/// up again was most of what `encode` spent on a new piece beyond counting it).
+pub fn ids_into(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed, out: &mut Vec<u32>) {
+    if piece.len() >= LONG_PIECE || piece.len() < 2 {
+        let mut parts = Vec::new();
+        split_into(piece, &rank, seed, &mut parts);
+        return out.extend(parts.into_iter().filter_map(&rank));
+    }
+    let mut parts = [(0u32, NONE); LONG_PIECE + 1];
+    let mut merged = [NONE; LONG_PIECE + 1];
+    let len = merge_short(piece, &rank, seed, &mut parts, &mut merged);
+    for k in 0..len - 1 {
+        match merged[k] {
+            NONE => out.extend(rank(&piece[parts[k].0 as usize..parts[k + 1].0 as usize])),
+            id => out.push(id),
+        }
+    }
 }
 
 /// How many parts [`split`] gives `piece`, without building them: a piece shorter than
@@ -79,25 +99,48 @@ pub fn count_from(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl
         return 1;
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
-    merge_short(piece, &rank, seed, &mut parts) - 1
+    merge_short(piece, &rank, seed, &mut parts, &mut ()) - 1
 }
 
 /// `part(start)` for each part of the merge of `piece` (2 to [`LONG_PIECE`] - 1 bytes) from
 /// its bytes, allocating nothing.
 pub fn for_each_short_part(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, part: impl FnMut(usize)) {
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
-    let len = merge_short(piece, &rank, &Bytes, &mut parts);
+    let len = merge_short(piece, &rank, &Bytes, &mut parts, &mut ());
     parts[..len - 1].iter().map(|p| p.0 as usize).for_each(part);
+}
+
+/// What [`merge_short`] keeps of its merges besides the parts' bounds.
+trait Merged {
+    /// Parts `k` and `k + 1` of `len` entries (the end's included) became the token `id`.
+    fn merge(&mut self, k: usize, id: u32, len: usize);
+}
+
+/// Nothing: counting needs the parts' bounds alone.
+impl Merged for () {
+    #[inline(always)]
+    fn merge(&mut self, _: usize, _: u32, _: usize) {}
+}
+
+/// Each part's token where a merge made it, [`NONE`] where the seed did, kept beside `parts`.
+impl Merged for [u32; LONG_PIECE + 1] {
+    #[inline(always)]
+    fn merge(&mut self, k: usize, id: u32, len: usize) {
+        self[k] = id;
+        self.copy_within(k + 2..len, k + 1);
+    }
 }
 
 /// Merges a piece shorter than [`LONG_PIECE`] in `parts`: on return `parts[..len]` holds each
 /// part's start, then the piece's end; `len` is returned. Each entry also holds the rank of
-/// the pair its part starts (rescanned per merge: few pairs, no heap).
+/// the pair its part starts (rescanned per merge: few pairs, no heap). `merged` is told of
+/// each merge ([`Merged`]).
 fn merge_short(
     piece: &[u8],
     rank: &impl Fn(&[u8]) -> Option<u32>,
     seed: &impl Seed,
     parts: &mut [(u32, u32); LONG_PIECE + 1],
+    merged: &mut impl Merged,
 ) -> usize {
     let n = piece.len();
     debug_assert!((2..LONG_PIECE).contains(&n));
@@ -136,6 +179,7 @@ fn merge_short(
             parts[k - 1].1 = pair_rank(&parts[..], len, k - 1);
         }
         parts.copy_within(k + 2..len, k + 1);
+        merged.merge(k, best.0, len);
         len -= 1;
     }
 }

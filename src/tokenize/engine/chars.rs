@@ -180,6 +180,11 @@ pub fn split<'p>(piece: &'p [u8], vocab: &Vocab) -> Vec<&'p [u8]> {
     parts
 }
 
+/// The token ids of [`split`]'s parts, appended to `out` ([`bpe::ids_into`]).
+pub fn ids_into(piece: &[u8], vocab: &Vocab, out: &mut Vec<u32>) {
+    for_each_segment(piece, vocab, |part| bpe::ids_into(part, |b| vocab.rank(b), &WholeChars(vocab), out));
+}
+
 /// A UTF-8 continuation byte (`10xxxxxx`).
 #[inline(always)]
 fn continues(b: u8) -> bool {
@@ -394,6 +399,14 @@ mod tests {
                 assert_eq!(bpe::count_from(&piece, rank, &WholeChars(&vocab)), from_bytes.len(), "{name}");
                 assert_eq!(split(&piece, &vocab), from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
                 assert_eq!(count(&piece, &vocab), from_bytes.len(), "{name}");
+                // the ids the merge kept, against each part looked up
+                let looked_up: Vec<u32> = from_bytes.iter().map(|p| rank(p).unwrap()).collect();
+                let mut ids = Vec::new();
+                ids_into(&piece, &vocab, &mut ids);
+                assert_eq!(ids, looked_up, "{name}: {:?}", String::from_utf8_lossy(&piece));
+                ids.clear();
+                bpe::ids_into(&piece, rank, &bpe::Bytes, &mut ids);
+                assert_eq!(ids, looked_up, "{name}: {:?}", String::from_utf8_lossy(&piece));
             }
         }
     }

@@ -186,7 +186,7 @@ impl Engine {
                 return out.extend(self.vocab.giant().encode_via_backtracking(b));
             }
         }
-        out.extend(self.merge_split(b).into_iter().filter_map(|part| self.rank(part)));
+        chars::ids_into(b, self.vocab, out);
     }
 
     /// Tokens of `piece` by byte-pair merge, started from whole characters where that gives
@@ -195,11 +195,6 @@ impl Engine {
     /// merged alone.
     fn merge_count(&self, piece: &[u8]) -> usize {
         chars::count(piece, self.vocab)
-    }
-
-    /// The parts of `piece` by byte-pair merge, as [`Self::merge_count`] merges it.
-    fn merge_split<'p>(&self, piece: &'p [u8]) -> Vec<&'p [u8]> {
-        chars::split(piece, self.vocab)
     }
 
     /// Tokens of the piece made of the first `n` bytes of `rest` (the text from its start:
