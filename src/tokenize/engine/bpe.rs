@@ -64,20 +64,27 @@ pub fn split_into<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed
 }
 
 /// The token ids of [`split_into`]'s parts, appended to `out`: a part the merge made is the
-/// token of the pair's rank, so only the parts the seed gave are looked up (each part looked
-/// up again was most of what `encode` spent on a new piece beyond counting it).
-pub fn ids_into(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed, out: &mut Vec<u32>) {
+/// token of the pair's rank, so only the parts the seed gave are looked up, by `part_rank`
+/// (the same ranks as `rank`; each part looked up again was most of what `encode` spent on a
+/// new piece beyond counting it).
+pub fn ids_into(
+    piece: &[u8],
+    rank: impl Fn(&[u8]) -> Option<u32>,
+    part_rank: impl Fn(&[u8]) -> Option<u32>,
+    seed: &impl Seed,
+    out: &mut Vec<u32>,
+) {
     if piece.len() >= LONG_PIECE || piece.len() < 2 {
         let mut parts = Vec::new();
         split_into(piece, &rank, seed, &mut parts);
-        return out.extend(parts.into_iter().filter_map(&rank));
+        return out.extend(parts.into_iter().filter_map(&part_rank));
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
     let mut merged = [NONE; LONG_PIECE + 1];
     let len = merge_short(piece, &rank, seed, &mut parts, &mut merged);
     for k in 0..len - 1 {
         match merged[k] {
-            NONE => out.extend(rank(&piece[parts[k].0 as usize..parts[k + 1].0 as usize])),
+            NONE => out.extend(part_rank(&piece[parts[k].0 as usize..parts[k + 1].0 as usize])),
             id => out.push(id),
         }
     }

@@ -182,7 +182,9 @@ pub fn split<'p>(piece: &'p [u8], vocab: &Vocab) -> Vec<&'p [u8]> {
 
 /// The token ids of [`split`]'s parts, appended to `out` ([`bpe::ids_into`]).
 pub fn ids_into(piece: &[u8], vocab: &Vocab, out: &mut Vec<u32>) {
-    for_each_segment(piece, vocab, |part| bpe::ids_into(part, |b| vocab.rank(b), &WholeChars(vocab), out));
+    for_each_segment(piece, vocab, |part| {
+        bpe::ids_into(part, |b| vocab.rank(b), |b| vocab.part_rank(b), &WholeChars(vocab), out)
+    });
 }
 
 /// A UTF-8 continuation byte (`10xxxxxx`).
@@ -306,6 +308,16 @@ mod tests {
                 }
                 assert_eq!(vocab.char3(&bytes), Some(ends), "{name}: U+{:04X}", u32::from(c));
             }
+            // the token of every three bytes shaped as a character (overlong and surrogate ones
+            // too) by its code point, as the table of short tokens has it
+            for a in 0xE0..=0xEFu8 {
+                for b in 0x80..=0xBFu8 {
+                    for c in [0x80..=0xBFu8, 0x00..=0x02, 0xFE..=0xFF].into_iter().flatten() {
+                        let bytes = [a, b, c];
+                        assert_eq!(vocab.part_rank(&bytes), vocab.rank(&bytes), "{name}: {bytes:x?}");
+                    }
+                }
+            }
         }
     }
 
@@ -405,7 +417,7 @@ mod tests {
                 ids_into(&piece, &vocab, &mut ids);
                 assert_eq!(ids, looked_up, "{name}: {:?}", String::from_utf8_lossy(&piece));
                 ids.clear();
-                bpe::ids_into(&piece, rank, &bpe::Bytes, &mut ids);
+                bpe::ids_into(&piece, rank, rank, &bpe::Bytes, &mut ids);
                 assert_eq!(ids, looked_up, "{name}: {:?}", String::from_utf8_lossy(&piece));
             }
         }

@@ -153,6 +153,10 @@ pub struct Vocab {
     /// whole characters asks it once per character of Chinese ([`Vocab::char3`]), where the
     /// merge from bytes made two merges and four lookups.
     chars3: Box<[u64]>,
+    /// The token of each character of three bytes that is one token, by code point
+    /// ([`NO_RANK`] where none; 256 KiB): `encode` asks it for each such character a merge
+    /// left whole, where the table of short tokens is megabytes ([`Vocab::part_rank`]).
+    ids3: Box<[u32]>,
 }
 
 /// A missing rank in [`Vocab::pairs`] (ranks are far below it).
@@ -197,12 +201,14 @@ impl Vocab {
         let mut loose = Loose::default();
         let mut joins = Joins::with_capacity(tokens.len() / 10);
         let mut chars3 = vec![0u64; (1 << 16) / 64].into_boxed_slice();
+        let mut ids3 = vec![NO_RANK; 1 << 16].into_boxed_slice();
         for (rank, &t) in tokens.iter().enumerate() {
             if let [a, b] = *t {
                 pairs[pair_index(a, b)] = rank as u32;
             }
             if let Some(at) = char3_index(t) {
                 chars3[at / 64] |= 1 << (at % 64);
+                ids3[at] = rank as u32;
             }
             // one walk of the token's characters notes its pairs and tells whether it is whole
             // characters; one that is not is where a token may take part of one
@@ -217,7 +223,7 @@ impl Vocab {
         }
         let longest = tokens.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
         let every_byte = (0..=255u8).all(|b| short.get(pack(&[b])).is_some());
-        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, joins, chars3 }
+        Self { tokens, short, long, pairs, giant: OnceLock::new(), longest, every_byte, loose, joins, chars3, ids3 }
     }
 
     /// Where a token may take part of a character with a neighbour.
@@ -281,6 +287,16 @@ impl Vocab {
             (first, second) if first < second => 0b10,
             _ => 0b01,
         })
+    }
+
+    /// [`Vocab::rank`] of a part a merge's seed gave: a character of three bytes is looked up by
+    /// its code point.
+    #[inline(always)]
+    pub fn part_rank(&self, bytes: &[u8]) -> Option<u32> {
+        match char3_index(bytes) {
+            Some(at) => Some(self.ids3[at]).filter(|&r| r != NO_RANK),
+            None => self.rank(bytes),
+        }
     }
 
     /// Tokens of a piece of one or two bytes, when every byte is a token: no table to ask
