@@ -44,26 +44,18 @@ pub fn split(piece: &[u8], rank: impl Fn(&[u8]) -> Option<u32>) -> Vec<&[u8]> {
 
 /// [`split`], the merge started from `seed`'s parts.
 pub fn split_from<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed) -> Vec<&'p [u8]> {
-    let mut parts = Vec::new();
-    split_into(piece, rank, seed, &mut parts);
-    parts
-}
-
-/// [`split_from`], the parts appended to `out`: a piece merged in runs ([`super::chars`])
-/// fills one list, where a list a run cost an allocation a Chinese character with cl100k_base.
-pub fn split_into<'p>(piece: &'p [u8], rank: impl Fn(&[u8]) -> Option<u32>, seed: &impl Seed, out: &mut Vec<&'p [u8]>) {
     if piece.len() >= LONG_PIECE {
-        return out.extend(merge_long(piece, &rank, seed));
+        return merge_long(piece, &rank, seed);
     }
     if piece.len() < 2 {
-        return out.push(piece);
+        return vec![piece];
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
     let len = merge_short(piece, &rank, seed, &mut parts, &mut ());
-    out.extend(parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]));
+    parts[..len].windows(2).map(|w| &piece[w[0].0 as usize..w[1].0 as usize]).collect()
 }
 
-/// The token ids of [`split_into`]'s parts, appended to `out`: a part the merge made is the
+/// The token ids of [`split_from`]'s parts, appended to `out`: a part the merge made is the
 /// token of the pair's rank, so only the parts the seed gave are looked up, by `part_rank`
 /// (the same ranks as `rank`; each part looked up again was most of what `encode` spent on a
 /// new piece beyond counting it).
@@ -74,10 +66,11 @@ pub fn ids_into(
     seed: &impl Seed,
     out: &mut Vec<u32>,
 ) {
-    if piece.len() >= LONG_PIECE || piece.len() < 2 {
-        let mut parts = Vec::new();
-        split_into(piece, &rank, seed, &mut parts);
-        return out.extend(parts.into_iter().filter_map(&part_rank));
+    if piece.len() >= LONG_PIECE {
+        return out.extend(merge_long(piece, &rank, seed).into_iter().filter_map(&part_rank));
+    }
+    if piece.len() < 2 {
+        return out.extend(part_rank(piece));
     }
     let mut parts = [(0u32, NONE); LONG_PIECE + 1];
     let mut merged = [NONE; LONG_PIECE + 1];

@@ -173,14 +173,8 @@ pub fn count(piece: &[u8], vocab: &Vocab) -> usize {
     n
 }
 
-/// The parts of `piece` by byte-pair merge, as [`count`] merges it.
-pub fn split<'p>(piece: &'p [u8], vocab: &Vocab) -> Vec<&'p [u8]> {
-    let mut parts = Vec::new();
-    for_each_segment(piece, vocab, |part| bpe::split_into(part, |b| vocab.rank(b), &WholeChars(vocab), &mut parts));
-    parts
-}
-
-/// The token ids of [`split`]'s parts, appended to `out` ([`bpe::ids_into`]).
+/// The token ids of `piece` by byte-pair merge, appended to `out`: each of its segments
+/// merged as [`count`] merges it ([`bpe::ids_into`]).
 pub fn ids_into(piece: &[u8], vocab: &Vocab, out: &mut Vec<u32>) {
     for_each_segment(piece, vocab, |part| {
         bpe::ids_into(part, |b| vocab.rank(b), |b| vocab.part_rank(b), &WholeChars(vocab), out)
@@ -357,7 +351,11 @@ mod tests {
             for_each_segment(text, &vocab, |p| parts.push(p));
             assert!(parts.len() >= 4, "{name}: {} parts", parts.len());
             assert_eq!(parts.concat(), text);
-            assert_eq!(split(text, &vocab), bpe::split(text, |b| vocab.rank(b)), "{name}");
+            let whole: Vec<u32> = bpe::split(text, |b| vocab.rank(b)).iter().map(|p| vocab.rank(p).unwrap()).collect();
+            let mut ids = Vec::new();
+            ids_into(text, &vocab, &mut ids);
+            assert_eq!(ids, whole, "{name}");
+            assert_eq!(count(text, &vocab), whole.len(), "{name}");
         }
     }
 
@@ -409,7 +407,6 @@ mod tests {
                 let from_chars = bpe::split_from(&piece, rank, &WholeChars(&vocab));
                 assert_eq!(from_chars, from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
                 assert_eq!(bpe::count_from(&piece, rank, &WholeChars(&vocab)), from_bytes.len(), "{name}");
-                assert_eq!(split(&piece, &vocab), from_bytes, "{name}: {:?}", String::from_utf8_lossy(&piece));
                 assert_eq!(count(&piece, &vocab), from_bytes.len(), "{name}");
                 // the ids the merge kept, against each part looked up
                 let looked_up: Vec<u32> = from_bytes.iter().map(|p| rank(p).unwrap()).collect();
