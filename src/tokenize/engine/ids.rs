@@ -15,9 +15,9 @@
 //! hot table only. Once the cache holds its bound of pieces, or a piece more would take it
 //! past [`BYTES`], it is emptied, all but the hot slots that hold their ids themselves: the
 //! benchmark corpora hold at most 21,322 pieces of more than one token each (multilingual
-//! dialog, cl100k), under the default bound of [`ENTRIES`]. The bytes all such caches hold are counted ([`usage`],
-//! `cache_info()["id_cache_bytes"]`): bounded by pieces alone, a thread's cache of 256-byte
-//! pieces could reach some 30 MB that nothing reported.
+//! dialog, cl100k), under the default bound of [`ENTRIES`]. The bytes all such caches hold
+//! are counted ([`usage`], `cache_info()["id_cache_bytes"]`): bounded by pieces alone, a
+//! thread's cache of 256-byte pieces could reach some 30 MB that nothing reported.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
